@@ -1,0 +1,289 @@
+// Command writer is the live writer of stateguard's tests and benchmarks: it
+// behaves like a Hermes gateway writing one session (WAL mode, busy_timeout,
+// BEGIN IMMEDIATE for every write, a PASSIVE checkpoint every 50 writes) and
+// appends one line per acknowledged message to an ack file, after the
+// commit has returned. The ack file is the ground truth of what a client
+// was told had been saved.
+//
+// Ack lines are tab-separated: session, seq, timestamp, message id. On
+// start the writer continues after the highest seq already acknowledged for
+// its session, so a writer restarted by a service manager (or a chaos run)
+// never reuses a seq.
+//
+// It prints "ready <pid>" on stdout after its first acknowledged commit, so
+// -wal and -shm exist when a test starts looking. SIGTERM and SIGINT end it
+// cleanly after the current commit, closing the connection as Hermes does.
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+type options struct {
+	db              string
+	session         string
+	source          string
+	rate            float64
+	count           int
+	ack             string
+	create          bool
+	checkpointEvery int
+	cancelLocks     int
+	linger          bool
+	toolEvery       int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.db, "db", "", "path of state.db (required)")
+	flag.StringVar(&o.session, "session", "s1", "session id to append to")
+	flag.StringVar(&o.source, "source", "cli", "sessions.source of a created session")
+	flag.Float64Var(&o.rate, "rate", 0, "messages per second; 0 writes as fast as it can")
+	flag.IntVar(&o.count, "count", 0, "stop after this many messages; 0 runs until signalled")
+	flag.StringVar(&o.ack, "ack", "", "ack file to append acknowledged messages to")
+	flag.BoolVar(&o.create, "create", false, "create the Hermes schema if the store has none")
+	flag.IntVar(&o.checkpointEvery, "checkpoint-every", 50, "PASSIVE checkpoint every N writes; 0 never")
+	flag.IntVar(&o.cancelLocks, "cancel-locks-every", 0, "every N commits open and close state.db, cancelling this process's POSIX locks (the SQLite pitfall); 0 never")
+	flag.BoolVar(&o.linger, "linger", false, "after -count messages keep the connection open until signalled")
+	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
+	flag.Parse()
+	if o.db == "" {
+		fmt.Fprintln(os.Stderr, "writer: -db is required")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	db, err := sql.Open("sqlite", hermestest.DSN(o.db))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", o.db, err)
+	}
+	// One connection, like a Hermes gateway's single writer thread: the
+	// lock-cancel pitfall and the checkpoint cadence are per connection.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	defer db.Close()
+
+	if o.create {
+		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
+			return err
+		}
+	}
+	seq, err := lastSeq(o.ack, o.session)
+	if err != nil {
+		return err
+	}
+	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
+		return fmt.Errorf("create session %s: %w", o.session, err)
+	}
+	var ack *os.File
+	if o.ack != "" {
+		ack, err = os.OpenFile(o.ack, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("open ack file: %w", err)
+		}
+		defer ack.Close()
+	}
+
+	var interval time.Duration
+	if o.rate > 0 {
+		interval = time.Duration(float64(time.Second) / o.rate)
+	}
+	next := time.Now()
+	written := 0
+	for o.count == 0 || written < o.count {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if interval > 0 {
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(d):
+				}
+			}
+			next = next.Add(interval)
+		}
+		seq++
+		ts := float64(time.Now().UnixNano()) / 1e9
+		var id int64
+		toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
+		err := retryBusy(ctx, func() error {
+			var err error
+			id, err = appendMessage(db, o.session, seq, ts, toolTurn)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("append seq %d: %w", seq, err)
+		}
+		written++
+		if ack != nil {
+			line := fmt.Sprintf("%s\t%d\t%s\t%d\n", o.session, seq, strconv.FormatFloat(ts, 'f', -1, 64), id)
+			if _, err := ack.WriteString(line); err != nil {
+				return fmt.Errorf("write ack: %w", err)
+			}
+		}
+		if written == 1 {
+			fmt.Printf("ready %d\n", os.Getpid())
+		}
+		if o.checkpointEvery > 0 && written%o.checkpointEvery == 0 {
+			// Errors are ignored as Hermes ignores them: a PASSIVE
+			// checkpoint that cannot run now runs later.
+			_, _ = db.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		}
+		if o.cancelLocks > 0 && written%o.cancelLocks == 0 {
+			cancelPOSIXLocks(o.db)
+		}
+	}
+	if o.linger {
+		<-ctx.Done()
+	}
+	return nil
+}
+
+func ensureSession(db *sql.DB, o options) error {
+	_, err := db.Exec(`INSERT OR IGNORE INTO sessions (id, source, model, started_at, profile_name)
+		VALUES (?, ?, 'test-model', ?, 'test')`, o.session, o.source, float64(time.Now().UnixNano())/1e9)
+	return err
+}
+
+// appendMessage commits one message (or a tool call and its result) the
+// way Hermes does: BEGIN IMMEDIATE, insert, bump the session counters.
+func appendMessage(db *sql.DB, session string, seq int64, ts float64, toolTurn bool) (int64, error) {
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return 0, err
+	}
+	rollback := func(err error) (int64, error) {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return 0, err
+	}
+	role := "user"
+	if seq%2 == 0 {
+		role = "assistant"
+	}
+	content := hermestest.MessageContent(session, seq)
+	var res sql.Result
+	toolCalls := 0
+	if toolTurn {
+		callID := fmt.Sprintf("call_%s_%d", session, seq)
+		calls := fmt.Sprintf(`[{"id": %q, "type": "function", "function": {"name": "calc", "arguments": "{}"}}]`, callID)
+		if _, err := conn.ExecContext(ctx, `INSERT INTO messages (session_id, role, content, tool_calls, timestamp, finish_reason)
+			VALUES (?, 'assistant', NULL, ?, ?, 'tool_calls')`, session, calls, ts); err != nil {
+			return rollback(err)
+		}
+		res, err = conn.ExecContext(ctx, `INSERT INTO messages (session_id, role, content, tool_call_id, tool_name, timestamp)
+			VALUES (?, 'tool', ?, ?, 'calc', ?)`, session, content, callID, ts)
+		toolCalls = 1
+	} else {
+		res, err = conn.ExecContext(ctx, `INSERT INTO messages (session_id, role, content, timestamp)
+			VALUES (?, ?, ?, ?)`, session, role, content, ts)
+	}
+	if err != nil {
+		return rollback(err)
+	}
+	n := 1
+	if toolTurn {
+		n = 2
+	}
+	if _, err := conn.ExecContext(ctx, `UPDATE sessions SET message_count = message_count + ?,
+		tool_call_count = tool_call_count + ? WHERE id = ?`, n, toolCalls, session); err != nil {
+		return rollback(err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return rollback(err)
+	}
+	return res.LastInsertId()
+}
+
+// retryBusy retries f on SQLITE_BUSY/LOCKED with jitter, like Hermes' own
+// retry loop around its 1 s busy_timeout, for up to ~20 s.
+func retryBusy(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(20+rand.IntN(80)) * time.Millisecond):
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code() & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}
+
+// cancelPOSIXLocks opens and closes the database file: close() drops every
+// POSIX lock this process holds on the inode, including SQLite's own, which
+// is how a real process comes to believe it is the last connection.
+func cancelPOSIXLocks(path string) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err == nil {
+		_ = syscall.Close(fd)
+	}
+}
+
+// lastSeq returns the highest seq acknowledged for session in the ack file.
+func lastSeq(path, session string) (int64, error) {
+	if path == "" {
+		return 0, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read ack file: %w", err)
+	}
+	defer f.Close()
+	var last int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) < 2 || fields[0] != session {
+			continue
+		}
+		if n, err := strconv.ParseInt(fields[1], 10, 64); err == nil && n > last {
+			last = n
+		}
+	}
+	return last, sc.Err()
+}
