@@ -1,0 +1,324 @@
+package service
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is agentd's configuration file. Its zero value, after
+// ApplyDefaults, is the configuration agentd runs with when no file exists,
+// so the quick start needs none.
+type Config struct {
+	StateDir      string        `toml:"state_dir"`
+	Socket        string        `toml:"socket"`
+	Reconcile     Duration      `toml:"reconcile"`
+	Guard         *bool         `toml:"guard"`
+	Exclude       []string      `toml:"exclude"`
+	Homes         []string      `toml:"homes"`
+	DiscoverUsers *bool         `toml:"discover_users"`
+	Log           LogConfig     `toml:"log"`
+	Policy        PolicyConfig  `toml:"policy"`
+	Capture       CaptureConfig `toml:"capture"`
+	Alert         AlertConfig   `toml:"alert"`
+	Metrics       MetricsConfig `toml:"metrics"`
+	Stall         StallConfig   `toml:"stall"`
+	Stores        []StoreConfig `toml:"store"`
+
+	// Path is the file the config was read from; empty for defaults.
+	Path string `toml:"-"`
+}
+
+// LogConfig selects the slog handler.
+type LogConfig struct {
+	Format LogFormat `toml:"format"` // auto (JSON unless on a terminal), json, text
+	Level  LogLevel  `toml:"level"`
+}
+
+// PolicyConfig is the release policy per incident kind.
+type PolicyConfig struct {
+	Replaced    Policy   `toml:"replaced"`
+	SidecarLost Policy   `toml:"sidecar_lost"`
+	Mispaired   Policy   `toml:"mispaired"`
+	Grace       Duration `toml:"grace"`
+}
+
+// CaptureConfig bounds what captures may use.
+type CaptureConfig struct {
+	MaxBytes ByteSize `toml:"max_bytes"` // 0: no budget beyond free space
+}
+
+// AlertConfig runs an operator command per event.
+type AlertConfig struct {
+	Exec        []string `toml:"exec"`
+	Timeout     Duration `toml:"timeout"`
+	Concurrency int      `toml:"concurrency"`
+	RateLimit   Duration `toml:"rate_limit"`
+}
+
+// MetricsConfig turns on the Prometheus endpoint.
+type MetricsConfig struct {
+	Listen string `toml:"listen"` // empty: off; must be a loopback address
+}
+
+// StallConfig tunes the stall watch.
+type StallConfig struct {
+	Timeout Duration `toml:"timeout"` // 0 disables
+}
+
+// StoreConfig names one store explicitly: a generic SQLite file, or a
+// Hermes store with its own guard or policy.
+type StoreConfig struct {
+	Path   string       `toml:"path"`
+	Kind   StoreKind    `toml:"kind"`
+	Guard  *bool        `toml:"guard"`
+	Policy PolicyConfig `toml:"policy"`
+}
+
+// Defaults, as the README documents them.
+const (
+	DefaultReconcile         = 10 * time.Second
+	DefaultGrace             = 30 * time.Second
+	DefaultAlertTimeout      = 10 * time.Second
+	DefaultAlertConcurrency  = 4
+	DefaultAlertRateLimit    = time.Minute
+	DefaultStallTimeout      = 300 * time.Second
+	SystemConfigPath         = "/etc/stateguard/agent.toml"
+	userConfigRelative       = "stateguard/agent.toml"
+	DefaultReplacedPolicy    = PolicyTerminate
+	DefaultSidecarLostPolicy = PolicyKill
+	DefaultMispairedPolicy   = PolicyKill
+)
+
+// DefaultConfigPath is the system file as root, else
+// $XDG_CONFIG_HOME/stateguard/agent.toml.
+func DefaultConfigPath(getenv func(string) string, euid int) string {
+	if euid == 0 {
+		return SystemConfigPath
+	}
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, userConfigRelative)
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", userConfigRelative)
+	}
+	return ""
+}
+
+// Load reads the config at path. When explicit is false a missing file
+// means the defaults; when the operator named the file, it must exist.
+func Load(path string, explicit bool) (*Config, error) {
+	cfg := &Config{}
+	if path == "" {
+		cfg.ApplyDefaults()
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		cfg.ApplyDefaults()
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (hint: pass an existing file with --config, or none for the defaults)", path, err)
+	}
+	cfg, err = Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.Path = path
+	return cfg, nil
+}
+
+// Parse decodes and validates a config document. Every error names the key
+// and its line.
+func Parse(data []byte) (*Config, error) {
+	cfg := &Config{}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if pe.LastKey != "" {
+				return nil, fmt.Errorf("line %d: key %s: %s", pe.Position.Line, pe.LastKey, pe.Message)
+			}
+			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
+		}
+		return nil, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return nil, fmt.Errorf("line %d: unknown key %s (hint: see the Configuration section of the README for every key)", lineOfKey(data, k), k)
+	}
+	if err := cfg.validate(data); err != nil {
+		return nil, err
+	}
+	cfg.ApplyDefaults()
+	return cfg, nil
+}
+
+func (c *Config) validate(data []byte) error {
+	fail := func(key, format string, args ...any) error {
+		return fmt.Errorf("line %d: key %s: %s", lineOfKey(data, strings.Split(key, ".")), key, fmt.Sprintf(format, args...))
+	}
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		return fail("state_dir", "%q is not an absolute path", c.StateDir)
+	}
+	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
+		return fail("socket", "%q is not an absolute path", c.Socket)
+	}
+	if c.Reconcile.D < 0 || (c.Reconcile.D > 0 && c.Reconcile.D < 100*time.Millisecond) {
+		return fail("reconcile", "%v is below the 100ms floor", c.Reconcile.D)
+	}
+	for _, h := range c.Homes {
+		if !filepath.IsAbs(h) {
+			return fail("homes", "%q is not an absolute path", h)
+		}
+	}
+	for _, e := range c.Exclude {
+		if e == "" || strings.Contains(e, "/") {
+			return fail("exclude", "%q is not an executable name (no slashes)", e)
+		}
+	}
+	if c.Alert.Concurrency < 0 {
+		return fail("alert.concurrency", "must be positive")
+	}
+	if len(c.Alert.Exec) > 0 && !filepath.IsAbs(c.Alert.Exec[0]) {
+		return fail("alert.exec", "the command %q must be an absolute path", c.Alert.Exec[0])
+	}
+	if c.Metrics.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Metrics.Listen)
+		if err != nil {
+			return fail("metrics.listen", "%v", err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fail("metrics.listen", "%q is not a loopback address (the endpoint is unauthenticated)", c.Metrics.Listen)
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Stores {
+		if s.Path == "" || !filepath.IsAbs(s.Path) {
+			return fail("store.path", "%q is not an absolute path", s.Path)
+		}
+		if seen[s.Path] {
+			return fail("store.path", "%q is listed twice", s.Path)
+		}
+		seen[s.Path] = true
+	}
+	return nil
+}
+
+// ApplyDefaults fills every unset key with its documented default.
+func (c *Config) ApplyDefaults() {
+	if c.Reconcile.D == 0 {
+		c.Reconcile.D = DefaultReconcile
+	}
+	if c.Guard == nil {
+		c.Guard = ptr(true)
+	}
+	if c.DiscoverUsers == nil {
+		c.DiscoverUsers = ptr(true)
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = LogAuto
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	c.Policy.fill(PolicyConfig{
+		Replaced: DefaultReplacedPolicy, SidecarLost: DefaultSidecarLostPolicy,
+		Mispaired: DefaultMispairedPolicy, Grace: Duration{D: DefaultGrace},
+	})
+	for i := range c.Stores {
+		s := &c.Stores[i]
+		if s.Kind == "" {
+			s.Kind = KindAuto
+		}
+		s.Policy.fill(c.Policy)
+	}
+	if c.Alert.Timeout.D == 0 {
+		c.Alert.Timeout.D = DefaultAlertTimeout
+	}
+	if c.Alert.Concurrency == 0 {
+		c.Alert.Concurrency = DefaultAlertConcurrency
+	}
+	if c.Alert.RateLimit.D == 0 {
+		c.Alert.RateLimit.D = DefaultAlertRateLimit
+	}
+	if c.Stall.Timeout.D == 0 && !c.Stall.Timeout.set {
+		c.Stall.Timeout.D = DefaultStallTimeout
+	}
+}
+
+func (p *PolicyConfig) fill(from PolicyConfig) {
+	if p.Replaced == "" {
+		p.Replaced = from.Replaced
+	}
+	if p.SidecarLost == "" {
+		p.SidecarLost = from.SidecarLost
+	}
+	if p.Mispaired == "" {
+		p.Mispaired = from.Mispaired
+	}
+	if p.Grace.D == 0 {
+		p.Grace = from.Grace
+	}
+}
+
+// StoreFor returns the explicit entry for a store path, if any.
+func (c *Config) StoreFor(path string) (StoreConfig, bool) {
+	for _, s := range c.Stores {
+		if s.Path == path {
+			return s, true
+		}
+	}
+	return StoreConfig{}, false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// lineOfKey finds the line a key was written on, so errors about values
+// that decoded fine but do not validate can still point at a line. It looks
+// for the last table header that matches the key's parent and then for the
+// key itself, which is enough for the flat files agentd reads.
+func lineOfKey(data []byte, key []string) int {
+	if len(key) == 0 {
+		return 0
+	}
+	leaf := regexp.QuoteMeta(key[len(key)-1])
+	keyRe := regexp.MustCompile(`^\s*"?` + leaf + `"?\s*=`)
+	var tableRe *regexp.Regexp
+	if len(key) > 1 {
+		parent := regexp.QuoteMeta(strings.Join(key[:len(key)-1], "."))
+		tableRe = regexp.MustCompile(`^\s*\[\[?\s*` + parent + `\s*\]\]?`)
+		// A dotted key in the top table (policy.replaced = ...) counts too.
+		dotted := regexp.MustCompile(`^\s*` + regexp.QuoteMeta(strings.Join(key, ".")) + `\s*=`)
+		for i, l := range strings.Split(string(data), "\n") {
+			if dotted.MatchString(l) {
+				return i + 1
+			}
+		}
+	}
+	inTable := tableRe == nil
+	for i, l := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(l)
+		if strings.HasPrefix(trimmed, "[") {
+			inTable = tableRe != nil && tableRe.MatchString(l)
+			if tableRe == nil {
+				inTable = false
+			}
+			continue
+		}
+		if inTable && keyRe.MatchString(l) {
+			return i + 1
+		}
+	}
+	return 0
+}
