@@ -1,0 +1,6 @@
+package supervisor
+
+const (
+	rootStateDir   = "/var/lib/stateguard"
+	rootRuntimeDir = "/run/stateguard"
+)
