@@ -1,0 +1,54 @@
+package holders
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scanHelperEnv makes the test binary a scan helper: it scans the stores
+// listed in the variable (separated by ':') and prints the Result as JSON.
+// Tests run it under another uid to see what an unprivileged scan reports.
+const scanHelperEnv = "STATEGUARD_HOLDERS_SCAN_HELPER"
+
+func TestMain(m *testing.M) {
+	if paths := os.Getenv(scanHelperEnv); paths != "" {
+		var targets []Target
+		for _, p := range strings.Split(paths, ":") {
+			targets = append(targets, Target{Path: p})
+		}
+		res, err := Scan(targets)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
+	os.Exit(code)
+}
+
+// afterTests run once after every test and benchmark (shared fixtures).
+var afterTests []func()
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

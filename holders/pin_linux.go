@@ -1,0 +1,77 @@
+package holders
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pin opens a read-only fd of our own on the inode that process pid holds
+// as fd, through /proc/<pid>/fd/<fd>, and checks it is want. While the
+// returned file is open the inode outlives its holder. Read it with
+// ReadAt/pread only; never open that path (or the file) with SQLite, which
+// would resolve the link text and create a new file named "... (deleted)".
+func Pin(pid, fd int, want FileID) (*os.File, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
+	return pinPath(path, want)
+}
+
+// PinMapped pins an inode that pid only maps (no fd), through
+// /proc/<pid>/map_files/<range>. That needs CAP_SYS_ADMIN (root).
+func PinMapped(pid int, want FileID) (*os.File, error) {
+	maps := "/proc/" + strconv.Itoa(pid) + "/maps"
+	b, err := os.ReadFile(maps)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("pin mapping of pid %d: %w", pid, ErrProcessGone)
+		}
+		return nil, fmt.Errorf("read %s: %w", maps, err)
+	}
+	var firstErr error
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		e, ok := parseMapsLine(line)
+		if !ok || e.Ino != want.Ino {
+			continue
+		}
+		f, err := pinPath("/proc/"+strconv.Itoa(pid)+"/map_files/"+string(e.Range), want)
+		if err == nil {
+			return f, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return nil, fmt.Errorf("pid %d maps no inode %v: %w", pid, want, ErrIdentityChanged)
+}
+
+func pinPath(path string, want FileID) (*os.File, error) {
+	// O_NOATIME keeps the pin from touching the inode; only the owner or
+	// CAP_FOWNER may use it, so retry without.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("pin %s: %w", path, ErrProcessGone)
+		}
+		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("fstat pinned %s: %w", path, err)
+	}
+	if got := (FileID{Dev: st.Dev, Ino: st.Ino}); got != want {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pin %s: inode %v, want %v: %w", path, got, want, ErrIdentityChanged)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}

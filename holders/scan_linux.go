@@ -1,0 +1,396 @@
+package holders
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func fileState(fi fs.FileInfo) FileState {
+	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
+	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ID = FileID{Dev: s.Dev, Ino: s.Ino}
+		st.Nlink = s.Nlink
+		st.UID, st.GID = int(s.Uid), int(s.Gid)
+	}
+	return st
+}
+
+func scanAll(targets []Target, known map[int]Process) (*Result, error) {
+	start := time.Now()
+	s, err := newProcScanner(targets, known)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	pids, err := s.pids()
+	if err != nil {
+		return nil, err
+	}
+	for _, pid := range pids {
+		s.inspect(pid)
+	}
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || hidesProcesses(b) {
+			s.c.addBlind(Blind{UID: -1, Reason: "/proc is mounted with hidepid=invisible: other users' processes are not listed; scan as root"}, nil)
+		}
+	}
+	res := s.c.result()
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, error) {
+	start := time.Now()
+	s, err := newProcScanner(targets, known)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	for _, pid := range pids {
+		if pid != s.self {
+			s.inspect(pid)
+		}
+	}
+	res := s.c.result()
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// procScanner walks /proc with reusable buffers: every process costs a
+// getdents and a readlink per fd, and a stat only for the few links that
+// point into a watched directory.
+type procScanner struct {
+	w     *watch
+	c     *collector
+	known map[int]Process
+	proc  int
+	self  int
+	dents []byte
+	link  []byte
+	buf   []byte
+	obs   []observation
+	seen  []uint64
+}
+
+func newProcScanner(targets []Target, known map[int]Process) (*procScanner, error) {
+	proc, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /proc: %w (is procfs mounted?)", err)
+	}
+	w := newWatch(targets)
+	return &procScanner{
+		w: w, c: newCollector(w), known: known, proc: proc, self: os.Getpid(),
+		dents: make([]byte, 32<<10), link: make([]byte, unix.PathMax+len(deletedSuffix)),
+		buf: make([]byte, 64<<10),
+	}, nil
+}
+
+func (s *procScanner) close() { unix.Close(s.proc) }
+
+func (s *procScanner) pids() ([]int, error) {
+	var pids []int
+	err := readDirNames(s.proc, s.dents, func(name []byte) {
+		if pid, ok := parseInt(name); ok && pid != s.self {
+			pids = append(pids, pid)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	return pids, nil
+}
+
+// readDirNames calls fn with every entry name of the directory fd, reading
+// it with getdents directly so no name is allocated.
+func readDirNames(fd int, buf []byte, fn func(name []byte)) error {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return err
+	}
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return fmt.Errorf("bad dirent record length %d", reclen)
+			}
+			name := b[19:reclen]
+			for i, c := range name {
+				if c == 0 {
+					name = name[:i]
+					break
+				}
+			}
+			if len(name) > 0 && name[0] != '.' {
+				fn(name)
+			}
+			b = b[reclen:]
+		}
+	}
+}
+
+func gone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
+}
+
+// inspect looks at one process. Everything is read relative to one open
+// /proc/<pid> directory, which stays bound to the process it was opened
+// for: if the pid is recycled meanwhile, reads fail instead of mixing two
+// processes' facts.
+func (s *procScanner) inspect(pid int) {
+	name := strconv.Itoa(pid)
+	pd, err := unix.Openat(s.proc, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if !gone(err) {
+			s.c.addBlind(Blind{Pid: pid, UID: -1, Reason: fmt.Sprintf("open /proc/%d: %v", pid, err)}, nil)
+		}
+		return
+	}
+	defer unix.Close(pd)
+	s.obs = s.obs[:0]
+	if err := s.readFDs(pd); err != nil {
+		if !gone(err) {
+			s.blind(pd, pid, fmt.Sprintf("read /proc/%d/fd: %v", pid, err))
+		}
+		return
+	}
+	if err := s.readMaps(pd); err != nil {
+		if !gone(err) {
+			s.blind(pd, pid, fmt.Sprintf("read /proc/%d/maps: %v", pid, err))
+		}
+		return
+	}
+	hs := s.w.match(s.obs)
+	if len(hs) == 0 {
+		return
+	}
+	p, err := s.describe(pd, pid)
+	if err != nil {
+		return // exited: it holds nothing any more
+	}
+	s.c.add(p, hs)
+}
+
+func (s *procScanner) blind(pd, pid int, reason string) {
+	uid := -1
+	var st unix.Stat_t
+	if unix.Fstat(pd, &st) == nil {
+		// /proc/<pid> is owned by the process's effective uid (root when
+		// it is not dumpable, which only widens what counts).
+		uid = int(st.Uid)
+	}
+	s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: reason}, func() ([]int, bool) {
+		b, err := readAt(pd, "status", nil)
+		if err != nil {
+			return nil, false
+		}
+		_, groups, err := parseStatusIDs(b)
+		return groups, err == nil
+	})
+}
+
+func (s *procScanner) readFDs(pd int) error {
+	fdd, err := unix.Openat(pd, "fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fdd)
+	// Listing the fd directory can succeed where reading the links fails
+	// (a process with capabilities beyond ours): that is a blind process
+	// too, not an empty one.
+	var linkErr error
+	err = readDirNames(fdd, s.dents, func(name []byte) {
+		fd, ok := parseInt(name)
+		if !ok || linkErr != nil {
+			return
+		}
+		fdName := fdString(fd)
+		n, err := unix.Readlinkat(fdd, fdName, s.link)
+		if err != nil {
+			if err != unix.ENOENT { // ENOENT: closed since getdents
+				linkErr = err
+			}
+			return
+		}
+		path := trimDeleted(s.link[:n])
+		if !s.w.candidate(path) {
+			return
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fdd, fdName, &st, 0); err != nil {
+			if err != unix.ENOENT {
+				linkErr = err
+			}
+			return
+		}
+		s.obs = append(s.obs, observation{
+			path: string(path), fd: fd, id: FileID{Dev: st.Dev, Ino: st.Ino},
+			nlink: st.Nlink, nlinkKnown: true,
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return linkErr
+}
+
+// readMaps adds the mappings of watched files. SQLite maps -shm (and the
+// main file with mmap_size), and a process may close the fd and keep the
+// mapping.
+func (s *procScanner) readMaps(pd int) error {
+	b, err := readAt(pd, "maps", s.buf)
+	if err != nil {
+		return err
+	}
+	s.buf = b[:0]
+	s.seen = s.seen[:0]
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		e, ok := parseMapsLine(line)
+		if !ok {
+			continue
+		}
+		path := trimDeleted(e.Path)
+		if !s.w.candidate(path) || slices.Contains(s.seen, e.Ino) {
+			continue
+		}
+		s.seen = append(s.seen, e.Ino)
+		o := observation{path: string(path), fd: -1, mapped: true,
+			id: FileID{Dev: unix.Mkdev(e.Major, e.Minor), Ino: e.Ino}}
+		// map_files gives the identity exactly as stat does (maps shows
+		// the superblock's device, which differs on btrfs subvolumes);
+		// it needs CAP_SYS_ADMIN, so fall back to the maps fields.
+		var st unix.Stat_t
+		if unix.Fstatat(pd, "map_files/"+string(e.Range), &st, 0) == nil {
+			o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, st.Nlink, true
+		}
+		s.obs = append(s.obs, o)
+	}
+	return nil
+}
+
+// readAt reads a whole /proc file relative to dirfd into buf (grown as
+// needed); procfs files report size 0, so it reads until EOF.
+func readAt(dirfd int, name string, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 4096)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// describe fills a holder's metadata. The start time is read through pd,
+// the same process whose fds were just read; gopsutil (by pid) supplies the
+// rest, and a second read through pd proves the pid was not recycled while
+// it did.
+func (s *procScanner) describe(pd, pid int) (Process, error) {
+	st, err := readStatAt(pd)
+	if err != nil {
+		return Process{}, err
+	}
+	p := Process{Pid: pid, StartTicks: st.StartTicks, StartTime: ticksTime(st.StartTicks), UID: -1}
+	if k, ok := s.known[pid]; ok && k.StartTicks == st.StartTicks {
+		p.UID, p.User, p.Exe, p.Cmdline = k.UID, k.User, k.Exe, k.Cmdline
+		return p, nil
+	}
+	processMeta(&p)
+	if st2, err := readStatAt(pd); err != nil || st2.StartTicks != st.StartTicks {
+		return Process{}, ErrProcessGone
+	}
+	return p, nil
+}
+
+func readStatAt(pd int) (procStat, error) {
+	var b [512]byte
+	buf, err := readAt(pd, "stat", b[:0])
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(buf)
+}
+
+var fdNames = sync.OnceValue(func() []string {
+	s := make([]string, 1024)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+})
+
+// fdString avoids allocating the names of the common small fds.
+func fdString(fd int) string {
+	if t := fdNames(); fd < len(t) {
+		return t[fd]
+	}
+	return strconv.Itoa(fd)
+}
+
+// userHZ is the kernel's USER_HZ, which /proc reports ticks in: 100 on
+// every Linux architecture Go supports.
+const userHZ = 100
+
+var bootTime = sync.OnceValue(func() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
+
+func ticksTime(ticks uint64) time.Time {
+	bt := bootTime()
+	if bt.IsZero() {
+		return time.Time{}
+	}
+	return bt.Add(time.Duration(ticks) * time.Second / userHZ)
+}

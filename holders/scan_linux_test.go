@@ -1,0 +1,386 @@
+package holders
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// startStore runs the test writer on a new store and returns its path.
+func startStore(t *testing.T) (string, *hermestest.Writer) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "state.db")
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, Rate: 50})
+	return db, w
+}
+
+func scanOne(t *testing.T, db string) *StoreResult {
+	t.Helper()
+	res, err := Scan([]Target{{Path: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stores) != 1 {
+		t.Fatalf("%d store results, want 1", len(res.Stores))
+	}
+	return &res.Stores[0]
+}
+
+func holder(t *testing.T, s *StoreResult, pid int) *Process {
+	t.Helper()
+	for i := range s.Holders {
+		if s.Holders[i].Pid == pid {
+			return &s.Holders[i]
+		}
+	}
+	t.Fatalf("pid %d is not a holder of %s; holders: %+v", pid, s.Target.Path, s.Holders)
+	return nil
+}
+
+func byRole(p *Process) map[Role]Held {
+	m := make(map[Role]Held)
+	for _, h := range p.Files {
+		m[h.Role] = h
+	}
+	return m
+}
+
+// wantHeld checks p holds exactly the roles in want, each current or
+// orphan as want says, and every orphan is what was at the path before.
+func wantHeld(t *testing.T, p *Process, want map[Role]bool, before map[Role]FileState) {
+	t.Helper()
+	got := byRole(p)
+	if len(got) != len(want) {
+		t.Fatalf("pid %d holds %+v, want roles %v", p.Pid, p.Files, want)
+	}
+	for r, current := range want {
+		h, ok := got[r]
+		if !ok {
+			t.Fatalf("pid %d does not hold %s: %+v", p.Pid, r, p.Files)
+		}
+		if h.Current != current {
+			t.Errorf("pid %d %s: current=%v, want %v (%+v)", p.Pid, r, h.Current, current, h)
+		}
+		if h.ID != before[r].ID {
+			t.Errorf("pid %d %s: holds %v, the writer opened %v", p.Pid, r, h.ID, before[r].ID)
+		}
+		if !current && h.Nlink != 0 {
+			t.Errorf("pid %d %s: orphan has nlink %d, want 0", p.Pid, r, h.Nlink)
+		}
+	}
+	wantOrphan := slices.Contains(mapsValues(want), false)
+	if p.Orphan() != wantOrphan {
+		t.Errorf("Orphan() = %v, want %v", p.Orphan(), wantOrphan)
+	}
+}
+
+func mapsValues(m map[Role]bool) []bool {
+	var v []bool
+	for _, b := range m {
+		v = append(v, b)
+	}
+	return v
+}
+
+func TestScanWriterIsCurrentHolder(t *testing.T) {
+	db, w := startStore(t)
+	s := scanOne(t, db)
+	if s.Verdict != VerdictHeld {
+		t.Fatalf("verdict %s, want held; %+v", s.Verdict, s)
+	}
+	if len(s.Holders) != 1 {
+		t.Fatalf("holders %+v, want only the writer %d", s.Holders, w.Pid)
+	}
+	p := holder(t, s, w.Pid)
+	wantHeld(t, p, map[Role]bool{RoleMain: true, RoleWAL: true, RoleSHM: true}, s.Current)
+	files := byRole(p)
+	if shm := files[RoleSHM]; shm.FD < 0 || !shm.Mapped {
+		t.Errorf("shm should be held by fd and mmap: %+v", shm)
+	}
+	if m := files[RoleMain]; m.FD < 0 || m.Nlink != 1 || m.Path != db {
+		t.Errorf("main: %+v, want an fd, nlink 1, path %s", m, db)
+	}
+	st, err := readStat(w.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.StartTicks != st.StartTicks || p.StartTime.IsZero() {
+		t.Errorf("start ticks %d time %v, /proc says %d", p.StartTicks, p.StartTime, st.StartTicks)
+	}
+	if p.UID != 0 || p.User != "root" || !strings.HasSuffix(p.Exe, "/writer") ||
+		len(p.Cmdline) == 0 || !slices.Contains(p.Cmdline, db) {
+		t.Errorf("metadata uid=%d user=%q exe=%q cmdline=%q", p.UID, p.User, p.Exe, p.Cmdline)
+	}
+	for _, r := range Roles {
+		if !s.Current[r].Exists {
+			t.Errorf("%s should exist: %+v", r, s.Current[r])
+		}
+	}
+}
+
+func TestScanStoreWithoutWriterIsClear(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	// A process holding some other file in the same directory is no holder.
+	other, err := os.Create(filepath.Join(filepath.Dir(db), "notes.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	cmd := exec.Command("sleep", "60")
+	cmd.ExtraFiles = []*os.File{other}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot run sleep: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	s := scanOne(t, db)
+	if len(s.Holders) != 0 {
+		t.Fatalf("holders %+v, want none", s.Holders)
+	}
+	// Clear only if every process could be inspected. Some hosts run a
+	// process even root cannot inspect (here: a pid 1 with capabilities
+	// outside our bounding set); then the only honest answer is unknown.
+	if len(s.Blind) == 0 {
+		if s.Verdict != VerdictClear {
+			t.Fatalf("nothing blind, no holder, verdict %s", s.Verdict)
+		}
+	} else {
+		if s.Verdict != VerdictUnknown {
+			t.Fatalf("blind %+v but verdict %s", s.Blind, s.Verdict)
+		}
+		for _, b := range s.Blind {
+			if b.Pid <= 0 || !uninspectable(b.Pid) {
+				t.Errorf("blind entry %+v is inspectable", b)
+			}
+		}
+		t.Logf("clear unreachable on this host, uninspectable: %+v", s.Blind)
+	}
+	if !s.Current[RoleMain].Exists || s.Current[RoleWAL].Exists {
+		t.Errorf("current: %+v", s.Current)
+	}
+}
+
+// uninspectable reports whether this process cannot read pid's fd links.
+func uninspectable(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return errors.Is(err, os.ErrPermission)
+	}
+	for _, e := range ents {
+		if _, err := os.Readlink(filepath.Join(dir, e.Name())); errors.Is(err, os.ErrPermission) {
+			return true
+		}
+	}
+	return false
+}
+
+// renameOver replaces the store with a freshly created one, as a restore
+// does.
+func renameOver(t *testing.T, db string) {
+	t.Helper()
+	fresh := filepath.Join(filepath.Dir(db), "restore.db")
+	if err := hermestest.CreateStore(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fresh, db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeSidecars(t *testing.T, db string) {
+	t.Helper()
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(db + suffix); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestScanRenameOverMakesMainOrphan(t *testing.T) {
+	db, w := startStore(t)
+	before := scanOne(t, db).Current
+	renameOver(t, db)
+	s := scanOne(t, db)
+	if s.Current[RoleMain].ID == before[RoleMain].ID {
+		t.Fatal("rename-over did not change main's identity")
+	}
+	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: false, RoleWAL: true, RoleSHM: true}, before)
+	if s.Verdict != VerdictHeld || len(s.Orphans()) != 1 {
+		t.Errorf("verdict %s orphans %d", s.Verdict, len(s.Orphans()))
+	}
+}
+
+func TestScanRestoreMakesAllThreeOrphans(t *testing.T) {
+	db, w := startStore(t)
+	before := scanOne(t, db).Current
+	renameOver(t, db)
+	removeSidecars(t, db)
+	s := scanOne(t, db)
+	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: false, RoleWAL: false, RoleSHM: false}, before)
+	if s.Current[RoleWAL].Exists || s.Current[RoleSHM].Exists {
+		t.Errorf("sidecars still at the path: %+v", s.Current)
+	}
+}
+
+func TestScanUnlinkedSidecarsAreOrphansMainCurrent(t *testing.T) {
+	db, w := startStore(t)
+	before := scanOne(t, db).Current
+	removeSidecars(t, db)
+	s := scanOne(t, db)
+	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: true, RoleWAL: false, RoleSHM: false}, before)
+}
+
+// A process that renamed nothing but holds the store under another name
+// (a hard link) still holds the current inode.
+func TestScanMatchesByIdentityNotName(t *testing.T) {
+	db, w := startStore(t)
+	if err := os.Link(db, filepath.Join(filepath.Dir(db), "alias.db")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(db), "alias.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("sleep", "60")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot run sleep: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s := scanOne(t, db)
+	holder(t, s, w.Pid)
+	p := holder(t, s, cmd.Process.Pid)
+	if len(p.Files) != 1 || p.Files[0].Role != RoleMain || !p.Files[0].Current || p.Files[0].FD != 3 || p.Files[0].Nlink != 2 {
+		t.Fatalf("alias holder: %+v", p.Files)
+	}
+}
+
+// helperBinary copies the test binary where an unprivileged user can run it.
+func helperBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	openUp(t, dir)
+	bin := filepath.Join(dir, "scanhelper")
+	in, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(bin, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// openUp makes dir and its test-owned parents traversable by others.
+func openUp(t *testing.T, dir string) {
+	t.Helper()
+	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const nobody = 65534
+
+func scanAs(t *testing.T, uid uint32, db string) *StoreResult {
+	t.Helper()
+	cmd := exec.Command(helperBinary(t), "-test.run=^$")
+	cmd.Env = append(os.Environ(), scanHelperEnv+"="+db)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scan helper as uid %d: %v", uid, err)
+	}
+	var res Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(res.Stores) != 1 {
+		t.Fatalf("helper returned %d stores", len(res.Stores))
+	}
+	return &res.Stores[0]
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a helper under another uid")
+	}
+}
+
+func TestUnprivilegedScanOfRootWriterIsUnknown(t *testing.T) {
+	requireRoot(t)
+	db, w := startStore(t)
+	openUp(t, filepath.Dir(db))
+	s := scanAs(t, nobody, db)
+	if s.Verdict != VerdictUnknown {
+		t.Fatalf("unprivileged scan says %s, want unknown: %+v", s.Verdict, s)
+	}
+	if len(s.Holders) != 0 {
+		t.Errorf("nobody saw holders it cannot inspect: %+v", s.Holders)
+	}
+	i := slices.IndexFunc(s.Blind, func(b Blind) bool { return b.Pid == w.Pid })
+	if i < 0 {
+		t.Fatalf("writer %d not among the blind processes: %+v", w.Pid, s.Blind)
+	}
+	if b := s.Blind[i]; b.UID != 0 || !strings.Contains(b.Reason, "permission denied") {
+		t.Errorf("blind entry %+v", b)
+	}
+}
+
+// An unprivileged user still sees its own processes: a writer running as
+// nobody is reported held, with the root processes it could not inspect.
+func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	openUp(t, dir)
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{
+		DB: db, Create: true, Rate: 50, Ack: filepath.Join(dir, "ack"),
+		Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
+	})
+	s := scanAs(t, nobody, db)
+	if s.Verdict != VerdictHeld {
+		t.Fatalf("verdict %s, want held: %+v", s.Verdict, s)
+	}
+	p := holder(t, s, w.Pid)
+	wantHeld(t, p, map[Role]bool{RoleMain: true, RoleWAL: true, RoleSHM: true}, s.Current)
+	if p.UID != nobody {
+		t.Errorf("uid %d", p.UID)
+	}
+	if len(s.Blind) == 0 {
+		t.Error("root processes are uninspectable by nobody and could open the store: want them listed")
+	}
+}
