@@ -17,7 +17,7 @@ import (
 // would resolve the link text and create a new file named "... (deleted)".
 func Pin(pid, fd int, want FileID) (*os.File, error) {
 	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
-	return pinPath(path, want)
+	return pinPath(pid, path, want)
 }
 
 // PinMapped pins an inode that pid only maps (no fd), through
@@ -37,7 +37,7 @@ func PinMapped(pid int, want FileID) (*os.File, error) {
 		if !ok || e.Ino != want.Ino {
 			continue
 		}
-		f, err := pinPath("/proc/"+strconv.Itoa(pid)+"/map_files/"+string(e.Range), want)
+		f, err := pinPath(pid, "/proc/"+strconv.Itoa(pid)+"/map_files/"+string(e.Range), want)
 		if err == nil {
 			return f, nil
 		}
@@ -51,7 +51,7 @@ func PinMapped(pid int, want FileID) (*os.File, error) {
 	return nil, fmt.Errorf("pid %d maps no inode %v: %w", pid, want, ErrIdentityChanged)
 }
 
-func pinPath(path string, want FileID) (*os.File, error) {
+func pinPath(pid int, path string, want FileID) (*os.File, error) {
 	// O_NOATIME keeps the pin from touching the inode; only the owner or
 	// CAP_FOWNER may use it, so retry without.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOATIME, 0)
@@ -60,7 +60,10 @@ func pinPath(path string, want FileID) (*os.File, error) {
 	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("pin %s: %w", path, ErrProcessGone)
+			if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+				return nil, fmt.Errorf("pin %s: %w", path, ErrProcessGone)
+			}
+			return nil, fmt.Errorf("pin %s: no longer open: %w", path, ErrIdentityChanged)
 		}
 		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
 	}

@@ -1,0 +1,91 @@
+package holders
+
+import (
+	"io/fs"
+	"testing"
+)
+
+func TestCouldOpen(t *testing.T) {
+	dir := FileState{Exists: true, Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000}
+	private := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o600, UID: 1000, GID: 1000}}
+	group := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o640, UID: 1000, GID: 50}}
+	world := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o600, UID: 1000}, RoleWAL: {Exists: true, Mode: 0o644, UID: 1000}}
+	none := map[Role]FileState{}
+	groups := func(g ...int) func() ([]int, bool) { return func() ([]int, bool) { return g, true } }
+	unknownGroups := func() ([]int, bool) { return nil, false }
+	closedDir := dir
+	closedDir.Mode = fs.ModeDir | 0o700
+
+	cases := []struct {
+		name  string
+		b     blindProc
+		dir   FileState
+		files map[Role]FileState
+		want  bool
+	}{
+		{"root always", blindProc{Blind: Blind{UID: 0}}, dir, private, true},
+		{"unknown uid", blindProc{Blind: Blind{UID: -1}}, dir, private, true},
+		{"owner", blindProc{Blind: Blind{UID: 1000}}, dir, private, true},
+		{"stranger, private files", blindProc{Blind: Blind{UID: 2000}}, dir, private, false},
+		{"stranger, world-readable wal", blindProc{Blind: Blind{UID: 2000}}, dir, world, true},
+		{"stranger, dir not searchable", blindProc{Blind: Blind{UID: 2000}}, closedDir, world, false},
+		{"group member", blindProc{Blind: Blind{UID: 2000}, groups: groups(7, 50)}, dir, group, true},
+		{"not in group", blindProc{Blind: Blind{UID: 2000}, groups: groups(7)}, dir, group, false},
+		{"groups unknown", blindProc{Blind: Blind{UID: 2000}, groups: unknownGroups}, dir, group, true},
+		{"nothing at the path", blindProc{Blind: Blind{UID: 2000}}, dir, none, true},
+		{"dir missing", blindProc{Blind: Blind{UID: 2000}}, FileState{}, private, true},
+	}
+	for _, c := range cases {
+		if got := couldOpen(c.b, c.dir, c.files); got != c.want {
+			t.Errorf("%s: couldOpen = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	held := StoreResult{Holders: []Process{{Pid: 5}}, Blind: []Blind{{Pid: 1}}}
+	blind := StoreResult{Blind: []Blind{{Pid: 1}}}
+	if v := verdict(&held); v != VerdictHeld {
+		t.Errorf("holders and blind: %s", v)
+	}
+	if v := verdict(&blind); v != VerdictUnknown {
+		t.Errorf("blind only: %s", v)
+	}
+	if v := verdict(&StoreResult{}); v != VerdictClear {
+		t.Errorf("nothing: %s", v)
+	}
+}
+
+func TestMatchFoldsFdAndMapping(t *testing.T) {
+	w := &watch{
+		targets: []Target{{Path: "/d/state.db"}},
+		base:    []string{"state.db"},
+		current: []map[Role]FileState{{RoleSHM: {Exists: true, ID: FileID{1, 30}, Nlink: 1}}},
+		byDir:   map[string][]int{"/d": {0}},
+	}
+	hs := w.match([]observation{
+		{path: "/d/state.db-shm", fd: -1, mapped: true, id: FileID{1, 30}},
+		{path: "/d/state.db-shm", fd: 9, id: FileID{1, 30}, nlink: 1, nlinkKnown: true},
+		{path: "/d/state.db-shm", fd: 5, id: FileID{1, 30}, nlink: 1, nlinkKnown: true},
+		{path: "/d/state.db", fd: 4, id: FileID{1, 10}},     // renamed over: orphan by name
+		{path: "/d/other.db", fd: 6, id: FileID{1, 11}},     // not the store's
+		{path: "/e/state.db", fd: 7, id: FileID{1, 12}},     // not a watched dir
+		{path: "/d/state.db-wal", fd: 8, id: FileID{1, 20}}, // unlinked wal
+	})
+	if len(hs) != 3 {
+		t.Fatalf("holdings %+v", hs)
+	}
+	shm := hs[0].held
+	if shm.Role != RoleSHM || !shm.Current || !shm.Mapped || shm.FD != 5 || shm.Nlink != 1 {
+		t.Errorf("shm %+v", shm)
+	}
+	if m := hs[1].held; m.Role != RoleMain || m.Current || m.FD != 4 {
+		t.Errorf("main %+v", m)
+	}
+	if wal := hs[2].held; wal.Role != RoleWAL || wal.Current || wal.FD != 8 {
+		t.Errorf("wal %+v", wal)
+	}
+	if !w.candidate([]byte("/d/anything")) || w.candidate([]byte("/dx/state.db")) || w.candidate([]byte("socket:[123]")) {
+		t.Error("candidate filter")
+	}
+}
