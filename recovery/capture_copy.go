@@ -1,0 +1,159 @@
+//go:build unix
+
+package recovery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// captureChunk is the pread size: large enough that a copy is bound by
+// the disk, small enough that a cancelled context is noticed quickly.
+const captureChunk = 1 << 20
+
+// copiedFile is one file written into a capture or a private copy.
+type copiedFile struct {
+	name   string
+	bytes  int64
+	sha256 string
+	origin string // "reflink", "copy", "link", "quarantined"
+	head   []byte // the first bytes (up to a SQLite header), for the manifest
+	id     FileID // identity of the written file
+}
+
+// ErrSourceChanged marks a source whose size changed while it was copied:
+// a process still writes to it, so the copy cannot be trusted.
+var ErrSourceChanged = errors.New("source changed while it was copied")
+
+// copyIntoDir writes exactly size bytes of src (read with pread; src is
+// never moved, truncated or closed) into a new file name in d, as a
+// reflink clone when allowClone and the filesystem can, and fsyncs it.
+// The sha256 is of the bytes in the new file. On error nothing is left
+// behind.
+func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, d capDir, name string, owner Owner, allowClone bool) (c copiedFile, err error) {
+	var dst *os.File
+	cloned := false
+	if allowClone {
+		dst, cloned, err = cloneOrCreate(src, d, name, owner)
+	} else {
+		dst, err = d.createExcl(name, owner)
+	}
+	if err != nil {
+		return c, err
+	}
+	defer func() {
+		if cerr := dst.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", d.join(name), cerr)
+		}
+		if err != nil {
+			_ = unix.Unlinkat(d.fd, name, 0)
+		}
+	}()
+	c = copiedFile{name: name, bytes: size, origin: "copy"}
+	if cloned {
+		c.origin = "reflink"
+		st, err := fstatFile(dst)
+		if err != nil {
+			return c, fmt.Errorf("stat clone %s: %w", d.join(name), err)
+		}
+		if st.Size != size {
+			return c, fmt.Errorf("%w: %s is %d bytes, %d when the capture began", ErrSourceChanged, srcName, st.Size, size)
+		}
+		c.sha256, c.head, err = hashRange(ctx, dst, d.join(name), size)
+	} else {
+		c.sha256, c.head, err = copyRange(ctx, dst, d.join(name), src, srcName, size)
+	}
+	if err != nil {
+		return c, err
+	}
+	if err := dst.Sync(); err != nil {
+		return c, fmt.Errorf("fsync %s: %w", d.join(name), err)
+	}
+	if st, err := fstatFile(src); err == nil && st.Size != size {
+		return c, fmt.Errorf("%w: %s is %d bytes, %d when the capture began", ErrSourceChanged, srcName, st.Size, size)
+	}
+	st, err := fstatFile(dst)
+	if err != nil {
+		return c, fmt.Errorf("stat %s: %w", d.join(name), err)
+	}
+	c.id = fileIDOf(&st)
+	return c, nil
+}
+
+// copyRange preads size bytes from src into dst, hashing them. A short
+// source is an error: a truncated copy with a valid-looking manifest would
+// let the caller unpin an orphan that was never fully captured.
+func copyRange(ctx context.Context, dst io.Writer, dstName string, src io.ReaderAt, srcName string, size int64) (sum string, head []byte, err error) {
+	h := sha256.New()
+	buf := make([]byte, min(int64(captureChunk), max(size, 1)))
+	for off := int64(0); off < size; {
+		if err := ctx.Err(); err != nil {
+			return "", nil, fmt.Errorf("copy %s: %w", srcName, err)
+		}
+		n, rerr := src.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if n > 0 {
+			if head == nil {
+				head = append([]byte(nil), buf[:min(n, sqliteHeaderBytes)]...)
+			}
+			h.Write(buf[:n])
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return "", nil, fmt.Errorf("write %s: %w", dstName, werr)
+			}
+			off += int64(n)
+		}
+		if rerr == io.EOF && off < size {
+			return "", nil, fmt.Errorf("%w: short read of %s: %d of %d bytes (the source shrank; it is NOT fully captured)", ErrSourceChanged, srcName, off, size)
+		}
+		if rerr != nil && rerr != io.EOF {
+			return "", nil, fmt.Errorf("read %s at %d: %w", srcName, off, rerr)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), head, nil
+}
+
+// hashRange hashes the first size bytes of r.
+func hashRange(ctx context.Context, r io.ReaderAt, name string, size int64) (string, []byte, error) {
+	return copyRange(ctx, io.Discard, "", r, name, size)
+}
+
+// writeHeaderFile writes the 100-byte main header as name in d, fsynced.
+func writeHeaderFile(d capDir, name string, head []byte, owner Owner) (copiedFile, error) {
+	f, err := d.createExcl(name, owner)
+	if err != nil {
+		return copiedFile{}, err
+	}
+	_, err = f.Write(head)
+	if err == nil {
+		err = f.Sync()
+	}
+	var st unix.Stat_t
+	if err == nil {
+		st, err = fstatFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = unix.Unlinkat(d.fd, name, 0)
+		return copiedFile{}, fmt.Errorf("write %s: %w", d.join(name), err)
+	}
+	sum := sha256.Sum256(head)
+	return copiedFile{name: name, bytes: int64(len(head)), sha256: hex.EncodeToString(sum[:]), origin: "copy", head: head, id: fileIDOf(&st)}, nil
+}
+
+// readHead reads up to n bytes at offset 0 of f.
+func readHead(f io.ReaderAt, n int) ([]byte, error) {
+	b := make([]byte, n)
+	m, err := f.ReadAt(b, 0)
+	if err == io.EOF {
+		err = nil
+	}
+	return b[:m], err
+}

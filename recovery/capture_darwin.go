@@ -1,0 +1,31 @@
+package recovery
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileIDOf reads dev as the unsigned 32-bit dev_t it is on darwin.
+func fileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino} }
+
+// renameNoReplace renames without ever replacing an existing target
+// (renameatx_np RENAME_EXCL), falling back to check then rename on a
+// volume without it.
+func renameNoReplace(oldDir int, oldName string, newDir int, newName string) error {
+	err := unix.RenameatxNp(oldDir, oldName, newDir, newName, unix.RENAME_EXCL)
+	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL) {
+		return renameCheckFirst(oldDir, oldName, newDir, newName)
+	}
+	return err
+}
+
+// freeBytes is the space an unprivileged writer may still use on d's
+// filesystem, or -1 when unknown.
+func freeBytes(d capDir) int64 {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(d.fd, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

@@ -1,0 +1,183 @@
+//go:build unix
+
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsafeDir marks a directory stateguard refuses to write into: a
+// symlink, or writable by others (anyone could plant a symlink or swap a
+// file between our checks and our writes).
+var ErrUnsafeDir = errors.New("unsafe directory")
+
+// capDir is a directory opened once with O_NOFOLLOW and used only through
+// *at system calls, so a path component swapped after the checks cannot
+// redirect a write.
+type capDir struct {
+	path string
+	fd   int
+}
+
+// openVettedDir opens path as a directory, refusing a symlink and a
+// directory others may write to.
+func openVettedDir(path string) (capDir, error) {
+	path = filepath.Clean(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return capDir{}, fmt.Errorf("%w: %s is a symlink: stateguard writes only into the real directory; point the store at its resolved path", ErrUnsafeDir, path)
+			}
+		}
+		return capDir{}, fmt.Errorf("open directory %s: %w", path, err)
+	}
+	d := capDir{path: path, fd: fd}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		d.close()
+		return capDir{}, fmt.Errorf("stat directory %s: %w", path, err)
+	}
+	if st.Mode&0o002 != 0 {
+		d.close()
+		return capDir{}, fmt.Errorf("%w: %s is writable by others (mode %#o): fix it with \"chmod o-w %s\" and retry", ErrUnsafeDir, path, st.Mode&0o7777, path)
+	}
+	return d, nil
+}
+
+// openChildDir opens the directory name inside d without following a symlink.
+func (d capDir) openChildDir(name string) (capDir, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return capDir{}, fmt.Errorf("open directory %s: %w", d.join(name), err)
+	}
+	return capDir{path: d.join(name), fd: fd}, nil
+}
+
+func (d capDir) close() {
+	if d.fd > 0 {
+		_ = unix.Close(d.fd)
+	}
+}
+
+func (d capDir) join(name string) string { return filepath.Join(d.path, name) }
+
+// lstat stats name in d without following a symlink.
+func (d capDir) lstat(name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err
+}
+
+func (d capDir) exists(name string) bool {
+	_, err := d.lstat(name)
+	return err == nil || !errors.Is(err, unix.ENOENT)
+}
+
+// createExcl creates name in d: O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600
+// whatever the umask, owned by owner.
+func (d capDir) createExcl(name string, owner Owner) (*os.File, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", d.join(name), err)
+	}
+	f := os.NewFile(uintptr(fd), d.join(name))
+	if err := fixModeOwner(fd, 0o600, owner); err != nil {
+		f.Close()
+		_ = unix.Unlinkat(d.fd, name, 0)
+		return nil, fmt.Errorf("set owner of %s: %w", d.join(name), err)
+	}
+	return f, nil
+}
+
+// mkdir creates the directory name in d with mode 0700, owned by owner.
+func (d capDir) mkdir(name string, owner Owner) (capDir, error) {
+	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil {
+		return capDir{}, err
+	}
+	sub, err := d.openChildDir(name)
+	if err == nil {
+		err = fixModeOwner(sub.fd, 0o700, owner)
+	}
+	if err != nil {
+		sub.close()
+		_ = unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR)
+		return capDir{}, fmt.Errorf("prepare %s: %w", d.join(name), err)
+	}
+	return sub, nil
+}
+
+func (d capDir) sync() error {
+	if err := unix.Fsync(d.fd); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// fixModeOwner sets an exact mode (umask would otherwise narrow it) and
+// the owner, touching the owner only when it differs: an unprivileged
+// agent can then still write captures for its own user.
+func fixModeOwner(fd int, mode uint32, owner Owner) error {
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) == owner.UID && int(st.Gid) == owner.GID {
+		return nil
+	}
+	return unix.Fchown(fd, owner.UID, owner.GID)
+}
+
+// fstatFile fstats an *os.File through its raw fd without changing the
+// file's blocking mode (f.Fd() would).
+func fstatFile(f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return st, err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
+		return st, err
+	}
+	return st, serr
+}
+
+// openNoFollow opens path read-only, refusing a symlink in its last component.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+func isExist(err error) bool {
+	return errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY)
+}
+
+func isRegular(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFREG }
+func isDir(st *unix.Stat_t) bool     { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
+func isSymlink(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFLNK }
+
+// renameCheckFirst is renameNoReplace where the kernel cannot refuse to
+// replace: it checks, then renames.
+func renameCheckFirst(oldDir int, oldName string, newDir int, newName string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(newDir, newName, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil {
+		return unix.EEXIST
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return unix.Renameat(oldDir, oldName, newDir, newName)
+}

@@ -1,0 +1,213 @@
+//go:build unix
+
+package recovery
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"golang.org/x/sys/unix"
+)
+
+func statID(t *testing.T, path string) FileID {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fileIDOf(&st)
+}
+
+// waitAcks polls the writer's ack file until it holds at least n lines.
+func waitAcks(t *testing.T, w *hermestest.Writer, n int) []hermestest.Ack {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		acks := w.Acks(t)
+		if len(acks) >= n {
+			return acks
+		}
+		if done, err := w.Exited(); done {
+			t.Fatalf("writer exited after %d of %d acks: %v", len(acks), n, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d acks after 30s", len(acks), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stopWriter freezes the writer with SIGSTOP, waits until the kernel says
+// it is stopped, and returns a function that SIGKILLs it and waits for its
+// exit, so no close-time checkpoint can run (the kill release policy).
+func stopWriter(t *testing.T, w *hermestest.Writer) (kill func()) {
+	t.Helper()
+	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.Pid))
+		if err != nil {
+			t.Fatalf("writer %d: %v", w.Pid, err)
+		}
+		// The state is the field after the parenthesised command name.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && len(b) > i+2 && (b[i+2] == 'T' || b[i+2] == 't') {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer %d not stopped after 10s", w.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return func() {
+		w.Kill()
+		<-w.Done()
+	}
+}
+
+// pinFromProc opens read-only fds on the files pid holds whose identity is
+// in want (keys are the caller's names), the way the holders package pins
+// an orphan: candidates are found by readlink of /proc/<pid>/fd (a path of
+// the store's family, " (deleted)" or not) and confirmed by identity.
+func pinFromProc(t *testing.T, pid int, dbPath string, want map[string]FileID) map[string]*os.File {
+	t.Helper()
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*os.File{}
+	for _, e := range ents {
+		p := filepath.Join(fdDir, e.Name())
+		target, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(strings.TrimSuffix(target, " (deleted)"), dbPath) {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			continue
+		}
+		for k, id := range want {
+			if id == fileIDOf(&st) && got[k] == nil {
+				f, err := os.Open(p)
+				if err != nil {
+					t.Fatalf("pin %s (%s): %v", p, target, err)
+				}
+				t.Cleanup(func() { f.Close() })
+				got[k] = f
+			}
+		}
+	}
+	for k, id := range want {
+		if got[k] == nil {
+			t.Fatalf("pid %d holds no fd on %s (%s)", pid, k, id)
+		}
+	}
+	return got
+}
+
+// crashedGeneration runs the test writer on a new store until it has
+// acknowledged n messages, SIGKILLs it (so nothing is checkpointed) and
+// returns the store path and its acks: a generation whose newest rows live
+// only in its -wal, as an orphan's do. schemaInMain puts the schema into
+// the main first, so the WAL holds only the rows.
+func crashedGeneration(t *testing.T, n int, schemaInMain bool) (string, []hermestest.Ack) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "state.db")
+	if schemaInMain {
+		if err := hermestest.CreateStore(db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: !schemaInMain, Count: n, Linger: true, CheckpointEvery: -1})
+	acks := waitAcks(t, w, n)
+	stopWriter(t, w)()
+	return db, acks
+}
+
+// openPinned opens the files of a generation read-only, standing in for
+// fds pinned through /proc.
+func openPinned(t *testing.T, db string) CaptureSource {
+	t.Helper()
+	var src CaptureSource
+	for _, p := range []struct {
+		f    **os.File
+		path string
+	}{{&src.Main, db}, {&src.WAL, db + "-wal"}, {&src.SHM, db + "-shm"}} {
+		f, err := os.Open(p.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		*p.f = f
+	}
+	return src
+}
+
+func openDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// checkRows asserts every ack is a row of db and the database is sound.
+func checkRows(t *testing.T, db *sql.DB, acks []hermestest.Ack) {
+	t.Helper()
+	for _, a := range acks {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM messages WHERE session_id=? AND content=? AND timestamp=?`,
+			a.Session, hermestest.MessageContent(a.Session, a.Seq), a.Timestamp).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("acknowledged message %s #%d: %d rows", a.Session, a.Seq, n)
+		}
+	}
+	var ic string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&ic); err != nil {
+		t.Fatal(err)
+	}
+	if ic != "ok" {
+		t.Fatalf("integrity_check: %s", ic)
+	}
+}
+
+// retiredDirs lists dir's entries that look like captures (any stage).
+func retiredDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.Contains(e.Name(), retiredInfix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// mountTmpfs mounts a tmpfs with opts on a new directory, or skips the
+// test when this process may not mount (not root, no CAP_SYS_ADMIN).
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Skipf("cannot mount a tmpfs (%s) here: %v; this needs root with CAP_SYS_ADMIN", opts, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}

@@ -1,0 +1,31 @@
+package recovery
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+func fileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: st.Dev, Ino: st.Ino} }
+
+// renameNoReplace renames without ever replacing an existing target
+// (renameat2 RENAME_NOREPLACE); a filesystem without it falls back to a
+// check then rename, which only a concurrent creator of the same name
+// could race.
+func renameNoReplace(oldDir int, oldName string, newDir int, newName string) error {
+	err := unix.Renameat2(oldDir, oldName, newDir, newName, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		return renameCheckFirst(oldDir, oldName, newDir, newName)
+	}
+	return err
+}
+
+// freeBytes is the space an unprivileged writer may still use on d's
+// filesystem, or -1 when unknown.
+func freeBytes(d capDir) int64 {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(d.fd, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

@@ -1,0 +1,485 @@
+//go:build unix
+
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// captureNote is the manifest's note, in the spirit of Hermes' own.
+const captureNote = "Frames in the captured WAL were committed by an orphaned generation of this store " +
+	"(captured by stateguard after its writers stopped). Whether they belong on top of the main file now " +
+	"at the path is decided by stateguard's divert step or by the operator; inspect a private copy, " +
+	"never the capture itself."
+
+// WriteCapture copies an orphaned generation from its pinned fds into a
+// Hermes-compatible directory next to the store:
+// <db>.retired-wal-<UTC YYYYmmdd-HHMMSS>-<pid>[-n], staged as .partial
+// (0700, files O_CREAT|O_EXCL|O_NOFOLLOW 0600, owned by req.Owner), each
+// file a reflink clone when the filesystem allows and a pread copy
+// otherwise, hashed with sha256 and fsynced, then manifest.json, fsync,
+// rename to the final name (never over an existing one) and fsync of the
+// store's directory.
+//
+// The bytes needed are measured first; over req.MaxBytes, short of free
+// space, or on ENOSPC, the staging directory is removed and the error
+// wraps ErrNoSpace and says how many bytes are needed where: the caller
+// keeps the orphan pinned and alerts. A main over MainImageMaxBytes is kept
+// as its 100-byte header only, as Hermes does; Capture.MainHeaderOnly and
+// a warning say so. A store directory others may write to, or a symlinked
+// store file or directory, is refused (ErrUnsafeDir).
+//
+// The fds must not be written while this runs (the holders are stopped);
+// a source whose size changes fails the capture with ErrSourceChanged.
+func WriteCapture(ctx context.Context, src CaptureSource, req CaptureRequest) (Capture, error) {
+	if err := req.check(); err != nil {
+		return Capture{}, err
+	}
+	store, base, owner, err := openStore(&req)
+	if err != nil {
+		return Capture{}, err
+	}
+	defer store.close()
+	r := &captureRun{ctx: ctx, req: &req, log: req.logger(), store: store, base: base, owner: owner}
+	defer func() { r.stage.close() }()
+	if req.Staging != "" {
+		if r.partial, r.stage, err = openStaging(store, &req, base); err != nil {
+			return Capture{}, err
+		}
+	}
+	p, err := r.plan(src)
+	defer p.close()
+	if err != nil {
+		return Capture{}, err
+	}
+	if err := r.checkSpace(p.need); err != nil {
+		return Capture{}, err
+	}
+	if r.partial == "" {
+		if r.partial, r.stage, err = stage(store, &req, base, owner); err != nil {
+			return Capture{}, r.spaceErr(err, p.need)
+		}
+		r.ownStage = true
+	}
+	c, err := r.write(p)
+	if err != nil {
+		r.abort()
+		return Capture{}, r.spaceErr(err, p.need)
+	}
+	if c.MainHeaderOnly {
+		r.log.Warn("capture keeps only the main header: the main is larger than the copy limit",
+			"path", c.Dir, "main_size", c.Manifest.Main.Size, "limit", MainImageMaxBytes)
+	}
+	r.log.Debug("capture written", "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
+	return c, nil
+}
+
+type captureRun struct {
+	ctx      context.Context
+	req      *CaptureRequest
+	log      *slog.Logger
+	store    capDir
+	base     string
+	owner    Owner
+	partial  string // staging directory name in store
+	stage    capDir
+	ownStage bool     // we made the staging dir: remove it on failure
+	created  []string // files we wrote into the staging dir
+}
+
+// planFile is one source of the capture.
+type planFile struct {
+	src     *os.File
+	srcName string
+	size    int64
+	adopt   bool   // already in the staging dir (a quarantined original)
+	id      FileID // identity of the generation's file
+}
+
+type capturePlan struct {
+	wal, shm   *planFile
+	main       *planFile
+	mainSnap   string // main is our own snapshot at this path
+	mainOpened bool   // we opened main.src and close it
+	headerOnly bool
+	need       int64
+}
+
+func (p *capturePlan) close() {
+	if p != nil && p.mainOpened && p.main != nil {
+		p.main.src.Close()
+	}
+}
+
+// plan measures every source and decides what is copied, adopted or cut.
+func (r *captureRun) plan(src CaptureSource) (*capturePlan, error) {
+	p := &capturePlan{need: manifestSlack}
+	var err error
+	if p.wal, err = r.planSidecar(src.WAL, "-wal"); err != nil {
+		return p, err
+	}
+	if p.shm, err = r.planSidecar(src.SHM, "-shm"); err != nil {
+		return p, err
+	}
+	if p.wal == nil && (r.req.Kind == KindSidecarLost || r.req.Kind == KindMispaired) {
+		return p, fmt.Errorf("capture of %s (%s): no WAL to capture: pass the pinned orphan WAL", r.req.DBPath, r.req.Kind)
+	}
+	switch {
+	case src.Main != nil && src.MainSnapshot != "":
+		return p, fmt.Errorf("capture of %s: both a pinned main and a main snapshot given; pass one", r.req.DBPath)
+	case src.Main != nil:
+		if p.main, err = planPinned(src.Main, "pinned main of "+r.req.DBPath); err != nil {
+			return p, err
+		}
+	case src.MainSnapshot != "":
+		f, err := openNoFollow(src.MainSnapshot)
+		if err != nil {
+			return p, fmt.Errorf("capture of %s: open main snapshot: %w", r.req.DBPath, err)
+		}
+		p.mainOpened, p.mainSnap = true, src.MainSnapshot
+		if p.main, err = planPinned(f, src.MainSnapshot); err != nil {
+			f.Close()
+			p.mainOpened = false
+			return p, err
+		}
+		// The snapshot is a copy; the identity recorded is the store's main,
+		// which for sidecar_lost is still the file at the path.
+		if st, err := r.store.lstat(r.base); err == nil {
+			p.main.id = fileIDOf(&st)
+		}
+	}
+	if p.main != nil {
+		p.headerOnly = p.main.size > MainImageMaxBytes
+		if p.headerOnly {
+			p.need += sqliteHeaderBytes
+		} else {
+			p.need += p.main.size
+		}
+	}
+	for _, f := range []*planFile{p.wal, p.shm} {
+		if f != nil && !f.adopt {
+			p.need += f.size
+		}
+	}
+	return p, nil
+}
+
+func planPinned(f *os.File, name string) (*planFile, error) {
+	st, err := fstatFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", name, err)
+	}
+	if !isRegular(&st) {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	return &planFile{src: f, srcName: name, size: st.Size, id: fileIDOf(&st)}, nil
+}
+
+// planSidecar plans the -wal or -shm: a quarantined original already in
+// the staging dir is adopted when it is the pinned inode (or nothing is
+// pinned); otherwise the pinned fd is copied.
+func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
+	name := r.base + suffix
+	var pinned *planFile
+	if f != nil {
+		var err error
+		if pinned, err = planPinned(f, "pinned "+name+" of "+r.req.DBPath); err != nil {
+			return nil, err
+		}
+	}
+	if r.stage.fd > 0 {
+		if st, err := r.stage.lstat(name); err == nil {
+			if !isRegular(&st) {
+				return nil, fmt.Errorf("capture of %s: %s is not a regular file", r.req.DBPath, r.stage.join(name))
+			}
+			id := fileIDOf(&st)
+			if pinned != nil && pinned.id != id {
+				return nil, fmt.Errorf("capture of %s: staging holds %s with identity %s but the pinned %s is %s: they are different generations; finish the capture in a new staging directory",
+					r.req.DBPath, r.stage.join(name), id, suffix, pinned.id)
+			}
+			return &planFile{srcName: r.stage.join(name), size: st.Size, adopt: true, id: id}, nil
+		}
+	}
+	return pinned, nil
+}
+
+// checkSpace refuses a capture over budget or larger than the free space
+// (less a reserve the live store keeps), before anything is written.
+func (r *captureRun) checkSpace(need int64) error {
+	if r.req.MaxBytes > 0 && need > r.req.MaxBytes {
+		return fmt.Errorf("%w: capture of %s needs %d bytes in %s, over the budget of %d bytes: raise the capture budget or free older captures; the orphan stays pinned",
+			ErrNoSpace, r.req.DBPath, need, r.store.path, r.req.MaxBytes)
+	}
+	if free := freeBytes(r.store); free >= 0 && need+freeReserve > free {
+		return fmt.Errorf("%w: capture of %s needs %d bytes in %s (plus %d kept free), %d available: free at least %d bytes there; the orphan stays pinned",
+			ErrNoSpace, r.req.DBPath, need, r.store.path, freeReserve, free, need+freeReserve-free)
+	}
+	return nil
+}
+
+// spaceErr turns ENOSPC/EDQUOT met while writing into ErrNoSpace.
+func (r *captureRun) spaceErr(err error, need int64) error {
+	if err == nil || errors.Is(err, ErrNoSpace) || !isNoSpace(err) {
+		return err
+	}
+	return fmt.Errorf("%w: capture of %s needs %d bytes in %s: %w; free space there and retry, the orphan stays pinned",
+		ErrNoSpace, r.req.DBPath, need, r.store.path, err)
+}
+
+func (r *captureRun) write(p *capturePlan) (Capture, error) {
+	m := &Manifest{
+		Version:    ManifestVersion,
+		Database:   r.req.DBPath,
+		Trigger:    r.req.Trigger,
+		PID:        r.req.PID,
+		CapturedAt: r.req.Now.UTC().Format(CapturedAtLayout),
+		Note:       captureNote,
+		Stateguard: &StateguardInfo{
+			Version:    1,
+			IncidentID: r.req.IncidentID,
+			Kind:       r.req.Kind,
+			Origins:    map[string]string{},
+		},
+	}
+	sg := m.Stateguard
+	var total int64
+	clones, copies := 0, 0
+	note := func(c copiedFile) {
+		total += c.bytes
+		sg.Origins[c.name] = c.origin
+		switch c.origin {
+		case "reflink":
+			clones++
+		case "copy":
+			copies++
+		}
+	}
+	// The WAL first: it is what exists nowhere else.
+	for _, sc := range []struct {
+		plan *planFile
+		dst  **ManifestFile
+		sfx  string
+	}{{p.wal, &m.WAL, "-wal"}, {p.shm, &m.SHM, "-shm"}} {
+		if sc.plan == nil {
+			continue
+		}
+		c, err := r.sidecar(sc.plan, r.base+sc.sfx)
+		if err != nil {
+			return Capture{}, err
+		}
+		note(c)
+		id := sc.plan.id
+		*sc.dst = &ManifestFile{Identity: &id, File: c.name, Bytes: c.bytes, SHA256: c.sha256}
+		if sc.sfx == "-wal" {
+			sg.WALHeader = parseCaptureWALHeader(c.head)
+		}
+		if err := r.ctx.Err(); err != nil {
+			return Capture{}, err
+		}
+	}
+	if p.main != nil {
+		c, err := r.mainImage(p)
+		if err != nil {
+			return Capture{}, err
+		}
+		note(c)
+		id := p.main.id
+		hdr := ParseMainHeader(c.head)
+		m.Main = &ManifestMain{Identity: &id, Size: p.main.size, Header: &hdr, File: c.name, Bytes: c.bytes, SHA256: c.sha256, Mode: MainModeCopied}
+		sg.MainSource = "pinned"
+		if p.mainSnap != "" {
+			sg.MainSource = "snapshot"
+		}
+		if p.headerOnly {
+			m.Main.Mode = MainModeHeaderOnly
+			sg.MainHeaderOnly = true
+		}
+	}
+	sg.Reflinked = clones > 0 && copies == 0
+	m.PathGeneration = map[string]FileID{}
+	for _, sfx := range []string{"-wal", "-shm"} {
+		if st, err := r.store.lstat(r.base + sfx); err == nil {
+			m.PathGeneration[sfx] = fileIDOf(&st)
+		}
+	}
+	if err := r.writeManifest(m); err != nil {
+		return Capture{}, err
+	}
+	dir, err := r.publish()
+	if err != nil {
+		return Capture{}, err
+	}
+	return Capture{Dir: dir, Manifest: m, Bytes: total, Reflinked: sg.Reflinked, MainHeaderOnly: p.headerOnly}, nil
+}
+
+// sidecar copies a pinned sidecar into the staging dir, or adopts the
+// quarantined original already there (hashing it in place).
+func (r *captureRun) sidecar(p *planFile, name string) (copiedFile, error) {
+	if !p.adopt {
+		c, err := copyIntoDir(r.ctx, p.src, p.srcName, p.size, r.stage, name, r.owner, true)
+		if err == nil {
+			r.created = append(r.created, name)
+		}
+		return c, err
+	}
+	fd, err := unix.Openat(r.stage.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return copiedFile{}, fmt.Errorf("open quarantined %s: %w", r.stage.join(name), err)
+	}
+	f := os.NewFile(uintptr(fd), r.stage.join(name))
+	defer f.Close()
+	if err := fixModeOwner(fd, 0o600, r.owner); err != nil {
+		return copiedFile{}, fmt.Errorf("set owner of %s: %w", f.Name(), err)
+	}
+	sum, head, err := hashRange(r.ctx, f, f.Name(), p.size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return copiedFile{}, fmt.Errorf("hash quarantined %s: %w", f.Name(), err)
+	}
+	return copiedFile{name: name, bytes: p.size, sha256: sum, origin: "quarantined", head: head, id: p.id}, nil
+}
+
+// mainImage writes the main: its header only past the size limit, a hard
+// link of our own snapshot when possible, else a clone or copy.
+func (r *captureRun) mainImage(p *capturePlan) (copiedFile, error) {
+	src := p.main
+	if p.headerOnly {
+		head, err := readHead(src.src, sqliteHeaderBytes)
+		if err != nil {
+			return copiedFile{}, fmt.Errorf("read main header of %s: %w", src.srcName, err)
+		}
+		c, err := writeHeaderFile(r.stage, r.base+".header", head, r.owner)
+		if err == nil {
+			r.created = append(r.created, c.name)
+		}
+		return c, err
+	}
+	if p.mainSnap != "" {
+		if c, ok := r.linkSnapshot(p); ok {
+			return c, nil
+		}
+	}
+	c, err := copyIntoDir(r.ctx, src.src, src.srcName, src.size, r.stage, r.base, r.owner, true)
+	if err == nil {
+		r.created = append(r.created, r.base)
+	}
+	return c, err
+}
+
+// linkSnapshot hard-links our snapshot into the capture, so a sidecar_lost
+// capture costs no second copy of the main. ok is false when the link
+// cannot be made or is not the file we opened; the caller copies instead.
+func (r *captureRun) linkSnapshot(p *capturePlan) (copiedFile, bool) {
+	name := r.base
+	if err := unix.Linkat(unix.AT_FDCWD, p.mainSnap, r.stage.fd, name, 0); err != nil {
+		return copiedFile{}, false
+	}
+	snap, err := fstatFile(p.main.src)
+	st, lerr := r.stage.lstat(name)
+	if err != nil || lerr != nil || fileIDOf(&st) != fileIDOf(&snap) || snap.Size != p.main.size {
+		_ = unix.Unlinkat(r.stage.fd, name, 0)
+		return copiedFile{}, false
+	}
+	r.created = append(r.created, name)
+	var ferr error
+	rc, err := p.main.src.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { ferr = fixModeOwner(int(fd), 0o600, r.owner) })
+	}
+	sum, head, herr := hashRange(r.ctx, p.main.src, p.mainSnap, p.main.size)
+	if err != nil || ferr != nil || herr != nil {
+		_ = unix.Unlinkat(r.stage.fd, name, 0)
+		r.created = r.created[:len(r.created)-1]
+		return copiedFile{}, false
+	}
+	return copiedFile{name: name, bytes: p.main.size, sha256: sum, origin: "link", head: head, id: fileIDOf(&st)}, true
+}
+
+func (r *captureRun) writeManifest(m *Manifest) error {
+	b, err := encodeManifest(m)
+	if err != nil {
+		return fmt.Errorf("encode manifest for %s: %w", r.stage.path, err)
+	}
+	f, err := r.stage.createExcl(ManifestName, r.owner)
+	if err != nil {
+		return err
+	}
+	r.created = append(r.created, ManifestName)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", r.stage.join(ManifestName), err)
+	}
+	return nil
+}
+
+// publish drops stateguard's staging files, fsyncs, renames the staging
+// dir to its final name (never over an existing one: another capture of
+// the same second and pid gets -n) and fsyncs the store's directory.
+func (r *captureRun) publish() (string, error) {
+	for _, name := range []string{partialMarker, quarantineList} {
+		if err := unix.Unlinkat(r.stage.fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return "", fmt.Errorf("remove %s: %w", r.stage.join(name), err)
+		}
+	}
+	if err := r.stage.sync(); err != nil {
+		return "", err
+	}
+	stem := strings.TrimSuffix(r.partial, partialSuffix)
+	for n := 0; n < 1000; n++ {
+		final := stem
+		if n > 0 {
+			final = fmt.Sprintf("%s-%d", stem, n)
+		}
+		err := renameNoReplace(r.store.fd, r.partial, r.store.fd, final)
+		if isExist(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("publish %s as %s: %w", r.store.join(r.partial), r.store.join(final), err)
+		}
+		// From here the capture is complete; a failed fsync of the parent
+		// is reported but must not remove it.
+		r.partial, r.ownStage, r.created = "", false, nil
+		if err := r.store.sync(); err != nil {
+			r.log.Warn("capture published but its directory entry is not yet durable", "path", r.store.join(final), "err", err)
+		}
+		return r.store.join(final), nil
+	}
+	return "", fmt.Errorf("publish %s: 1000 captures named %s[-n] exist; remove old captures", r.store.join(r.partial), r.store.join(stem))
+}
+
+// abort removes what this run wrote. A staging dir it did not create, or
+// one holding quarantined originals, stays (with its marker) for a retry:
+// those originals exist nowhere else.
+func (r *captureRun) abort() {
+	if r.partial == "" || r.stage.fd <= 0 {
+		return
+	}
+	for _, name := range r.created {
+		_ = unix.Unlinkat(r.stage.fd, name, 0)
+	}
+	if r.ownStage && !r.stage.exists(quarantineList) {
+		_ = unix.Unlinkat(r.stage.fd, partialMarker, 0)
+		if err := unix.Unlinkat(r.store.fd, r.partial, unix.AT_REMOVEDIR); err != nil {
+			r.log.Warn("could not remove a failed capture's staging directory", "path", r.store.join(r.partial), "err", err)
+		}
+	} else {
+		_ = r.stage.sync()
+	}
+	_ = r.store.sync()
+}
