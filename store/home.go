@@ -1,0 +1,207 @@
+package store
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Where a Home was found.
+const (
+	SourceEnv    = "env"    // $HERMES_HOME
+	SourceUser   = "user"   // the running user's ~/.hermes
+	SourcePasswd = "passwd" // a home directory from the password database
+	SourceConfig = "config" // an explicit home from the config file
+)
+
+// Home is one Hermes home: the root holding the default profile's state.db
+// and the profiles/ directory.
+type Home struct {
+	// Root is absolute and symlink-resolved, so it matches the paths the
+	// kernel reports for open files (/proc/<pid>/fd targets) under it.
+	Root   string
+	Source string
+	UID    int // owner of Root; -1 unknown
+}
+
+// DiscoverOptions say where to look for homes. The zero value looks where
+// Hermes itself would, for the running user, and also in every home of the
+// password database when running as root.
+type DiscoverOptions struct {
+	Getenv   func(string) string // default os.Getenv
+	UserHome string              // default os.UserHomeDir()
+	// AllUsers scans the password database even when not running as root.
+	// As root it is on unless CurrentUserOnly is set.
+	AllUsers bool
+	// CurrentUserOnly turns the password database scan off, even as root.
+	CurrentUserOnly bool
+	PasswdPath      string   // default /etc/passwd
+	ExtraHomes      []string // explicit homes (config); a missing one is a Problem
+	ExtraStores     []string // explicit store files (config), Kind Generic
+}
+
+func (o DiscoverOptions) getenv(k string) string {
+	if o.Getenv != nil {
+		return o.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+func (o DiscoverOptions) allUsers() bool {
+	if o.CurrentUserOnly {
+		return false
+	}
+	return o.AllUsers || os.Geteuid() == 0
+}
+
+// DiscoverHomes finds the Hermes homes to watch: $HERMES_HOME, else the
+// running user's ~/.hermes (plus $HERMES_DATA_DIR_SUFFIX); every home
+// directory in the password database that has a .hermes when scanning all
+// users; and ExtraHomes. Homes are deduplicated by resolved path and by
+// (dev, ino), the first source winning.
+//
+// A default home that does not exist is not a problem: Hermes may simply
+// not be installed for that user. $HERMES_HOME and ExtraHomes are explicit,
+// so a missing one is reported.
+func DiscoverHomes(o DiscoverOptions) ([]Home, []Problem) {
+	var hs homeSet
+	if hh := o.getenv("HERMES_HOME"); hh != "" {
+		hs.add(hermesHomeRoot(hh), SourceEnv, true)
+	} else {
+		uh := o.UserHome
+		if uh == "" {
+			var err error
+			if uh, err = os.UserHomeDir(); err != nil && !o.allUsers() {
+				hs.problems = append(hs.problems, Problem{Path: "~", Err: fmt.Errorf("user home: %w", err),
+					Hint: "set HOME or HERMES_HOME, or configure the home explicitly"})
+			}
+		}
+		if uh != "" {
+			hs.add(filepath.Join(uh, ".hermes"+o.getenv("HERMES_DATA_DIR_SUFFIX")), SourceUser, false)
+		}
+	}
+	if o.allUsers() {
+		path := o.PasswdPath
+		if path == "" {
+			path = "/etc/passwd"
+		}
+		dirs, err := passwdHomes(path)
+		if err != nil {
+			hs.problems = append(hs.problems, Problem{Path: path, Err: err,
+				Hint: "other users' homes are not scanned; configure them explicitly"})
+		}
+		for _, d := range dirs {
+			hs.add(filepath.Join(d, ".hermes"), SourcePasswd, false)
+		}
+	}
+	for _, h := range o.ExtraHomes {
+		hs.add(hermesHomeRoot(h), SourceConfig, true)
+	}
+	return hs.homes, hs.problems
+}
+
+// hermesHomeRoot applies Hermes' rule that a HERMES_HOME of the form
+// <root>/profiles/<name> means the home <root>: a process started for a
+// named profile still belongs to the home that holds all profiles.
+func hermesHomeRoot(p string) string {
+	p = filepath.Clean(p)
+	parent := filepath.Dir(p)
+	if filepath.Base(parent) == "profiles" && validProfileName(filepath.Base(p)) {
+		return filepath.Dir(parent)
+	}
+	return p
+}
+
+type homeSet struct {
+	homes    []Home
+	problems []Problem
+	paths    map[string]bool
+	ids      map[FileID]bool
+}
+
+func (hs *homeSet) add(path, source string, explicit bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		hs.problems = append(hs.problems, Problem{Path: path, Err: err})
+		return
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		if explicit {
+			hs.problems = append(hs.problems, Problem{Path: abs, Err: ErrMissingHome,
+				Hint: fmt.Sprintf("create it or remove it from the %s settings", sourceWord(source))})
+		}
+		return
+	}
+	if err != nil {
+		hs.problems = append(hs.problems, Problem{Path: abs, Err: fmt.Errorf("resolve home: %w", err),
+			Hint: "check the permissions of the directories above it"})
+		return
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		hs.problems = append(hs.problems, Problem{Path: abs, Err: fmt.Errorf("stat home: %w", err)})
+		return
+	}
+	if !fi.IsDir() {
+		hs.problems = append(hs.problems, Problem{Path: abs, Err: errors.New("home is not a directory"),
+			Hint: "a Hermes home is a directory holding state.db and profiles/"})
+		return
+	}
+	st := fileStateOf(fi)
+	if hs.paths == nil {
+		hs.paths = map[string]bool{}
+		hs.ids = map[FileID]bool{}
+	}
+	if hs.paths[real] || (identitySupported && hs.ids[st.ID]) {
+		return
+	}
+	hs.paths[real] = true
+	hs.ids[st.ID] = true
+	hs.homes = append(hs.homes, Home{Root: real, Source: source, UID: st.UID})
+}
+
+func sourceWord(source string) string {
+	if source == SourceEnv {
+		return "HERMES_HOME environment"
+	}
+	return "config file"
+}
+
+// passwdHomes returns the absolute home directories of a passwd(5) file,
+// each once, in file order. Malformed lines are skipped: one bad entry must
+// not hide every other user's stores.
+func passwdHomes(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read password database: %w", err)
+	}
+	defer f.Close()
+	var dirs []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		fields := strings.Split(line, ":")
+		if len(fields) < 7 {
+			continue
+		}
+		dir := filepath.Clean(fields[5])
+		if !filepath.IsAbs(dir) || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		dirs = append(dirs, dir)
+	}
+	if err := sc.Err(); err != nil {
+		return dirs, fmt.Errorf("read password database: %w", err)
+	}
+	return dirs, nil
+}
