@@ -1,0 +1,64 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // the only SQLite in the binary
+)
+
+// readBusyTimeoutMS is how long a read-only connection waits for a lock
+// (a writer's checkpoint, WAL recovery) before SQLITE_BUSY.
+const readBusyTimeoutMS = 5000
+
+// OpenReadOnly opens the SQLite database at path read-only
+// (file:<abs>?mode=ro), with one connection and a busy timeout. It refuses
+// a symlink and anything that is not a regular file, and a missing file:
+// a read-only open must never create a database.
+//
+// A read-only connection never checkpoints on close, so it never deletes
+// -wal/-shm. But on a WAL store with no -wal/-shm (cleanly closed), SQLite
+// creates both, empty, owned like the main file when running as root, and
+// leaves them: the store's Generation shows WALCreated/SHMCreated after.
+//
+// The symlink check is an lstat before SQLite opens the path; SQLite itself
+// cannot be told not to follow, so a link swapped in between is followed.
+// That race needs write access to the profile directory, whose owner could
+// write the store anyway.
+func OpenReadOnly(path string) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open read-only %s: %w", path, err)
+	}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open read-only %s: %w", abs, err)
+		}
+		return nil, fmt.Errorf("open read-only: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("open read-only %s: it is a %s, not followed or opened: %w",
+			abs, fileType(fi.Mode()), ErrNotRegular)
+	}
+	db, err := sql.Open("sqlite", readOnlyDSN(abs))
+	if err != nil {
+		return nil, fmt.Errorf("open read-only %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// readOnlyDSN builds a SQLite URI for abs. '%', '?' and '#' are
+// percent-escaped so a path containing them still names the file.
+// query_only guards against a write slipping through even if SQLite ever
+// ignored mode=ro.
+func readOnlyDSN(abs string) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
+	return fmt.Sprintf("file:%s?mode=ro&_pragma=busy_timeout(%d)&_query_only=1", esc, readBusyTimeoutMS)
+}
