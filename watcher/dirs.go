@@ -1,0 +1,154 @@
+package watcher
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// dirState is what the watcher knows of one watched directory.
+type dirState struct {
+	watched bool
+	fi      os.FileInfo // identity of the directory when its watch was added
+	errText string      // last error reported for it, so each is reported once
+}
+
+// refresh makes the watch on d match what is at d now, and reports whether
+// it changed (armed, lost or replaced). watching, when not nil, is the
+// set of paths fsnotify still watches, to catch a watch the kernel dropped
+// without an event. w.mu is held.
+func (w *Watcher) refresh(d string, st *dirState, watching map[string]bool) (bool, error) {
+	if w.fsw == nil {
+		return false, nil
+	}
+	// Stat before Add: if d is replaced in between, the recorded identity
+	// is the old one and the next refresh re-arms, never the reverse.
+	fi, err := os.Stat(d)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if st.watched {
+			w.disarm(d, st)
+			return true, nil
+		}
+		st.errText = ""
+		return false, nil
+	case err != nil:
+		return false, w.fail(d, st, fmt.Errorf("stat watched directory %s: %w", d, err))
+	case !fi.IsDir():
+		was := st.watched
+		w.disarm(d, st)
+		return was, w.fail(d, st, fmt.Errorf("watch %s: not a directory; changes in it are only seen by reconciles", d))
+	}
+	if st.watched && os.SameFile(st.fi, fi) && (watching == nil || watching[d]) {
+		return false, nil
+	}
+	replaced := st.watched
+	if st.watched {
+		w.disarm(d, st)
+	}
+	if err := w.fsw.Add(d); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return replaced, nil
+		}
+		return replaced, w.fail(d, st, fmt.Errorf("watch %s (check permissions and fs.inotify.max_user_watches): %w", d, err))
+	}
+	st.watched, st.fi, st.errText = true, fi, ""
+	return true, nil
+}
+
+// fail records err for d and returns it, or nil when it was already
+// reported, so a persistent failure is not repeated at every reconcile.
+func (w *Watcher) fail(d string, st *dirState, err error) error {
+	if st.errText == err.Error() {
+		return nil
+	}
+	st.errText = err.Error()
+	w.log.Warn("directory not watched", "path", d, "err", err)
+	return err
+}
+
+func (w *Watcher) disarm(d string, st *dirState) {
+	if !st.watched {
+		return
+	}
+	st.watched, st.fi = false, nil
+	// The kernel may have dropped the watch already (directory deleted).
+	if err := w.fsw.Remove(d); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) {
+		w.log.Debug("remove watch", "path", d, "err", err)
+	}
+}
+
+// dirChange is one directory whose watch changed while refreshing.
+type dirChange struct {
+	path    string
+	watched bool // state after the change
+}
+
+// dirErr is a directory that exists but could not be watched.
+type dirErr struct {
+	path string
+	err  error
+}
+
+// refreshTree refreshes d and every watched directory below it: when d
+// goes or comes back, so do they, and a child created before its parent's
+// watch was re-armed has sent no event.
+func (w *Watcher) refreshTree(d string) ([]dirChange, []dirErr) {
+	r := w.routes.Load()
+	var changes []dirChange
+	var errs []dirErr
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, nil
+	}
+	prefix := d + string(os.PathSeparator)
+	for _, p := range r.dirs { // parents first
+		if p != d && !strings.HasPrefix(p, prefix) {
+			continue
+		}
+		st := w.dirs[p]
+		if st == nil {
+			continue
+		}
+		changed, err := w.refresh(p, st, nil)
+		if err != nil {
+			errs = append(errs, dirErr{p, err})
+		}
+		if changed {
+			changes = append(changes, dirChange{p, st.watched})
+		}
+	}
+	return changes, errs
+}
+
+// refreshAll re-checks every watched directory against the kernel's list,
+// for reconciles: a missed event must cost one interval, not a blind spot.
+func (w *Watcher) refreshAll() []dirErr {
+	if w.fsw == nil {
+		return nil
+	}
+	r := w.routes.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	watching := map[string]bool{}
+	for _, p := range w.fsw.WatchList() {
+		watching[p] = true
+	}
+	var errs []dirErr
+	for _, p := range r.dirs {
+		if st := w.dirs[p]; st != nil {
+			if _, err := w.refresh(p, st, watching); err != nil {
+				errs = append(errs, dirErr{p, err})
+			}
+		}
+	}
+	return errs
+}
