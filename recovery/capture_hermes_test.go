@@ -155,10 +155,10 @@ func TestUpdateHermesCaptureFixtures(t *testing.T) {
 	write(hermesFixture, map[string][]byte{"state.db": main, "state.db-wal": wal, "state.db-shm": shm}, map[string]any{
 		"version": 1, "database": "/home/user/.hermes/state.db", "trigger": "deleted_wal_guard", "pid": 3624811,
 		"captured_at": "2026-10-01T07:24:48Z", "python": "3.11.15", "sqlite": "3.50.4",
-		"wal": walEntry,
-		"shm": map[string]any{"identity": []int{2049, 1835533}, "file": "state.db-shm", "bytes": len(shm), "sha256": sum(shm)},
+		"wal":                        walEntry,
+		"shm":                        map[string]any{"identity": []int{2049, 1835533}, "file": "state.db-shm", "bytes": len(shm), "sha256": sum(shm)},
 		"path_generation_at_capture": map[string]any{"-wal": []int{2049, 1835540}, "-shm": []int{2049, 1835541}},
-		"note": note,
+		"note":                       note,
 		"main": map[string]any{"identity": []int{2049, 1835009}, "size": len(main), "header": header,
 			"mode": "copied", "file": "state.db", "bytes": len(main), "sha256": sum(main)},
 	})
