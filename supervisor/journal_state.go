@@ -1,0 +1,158 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Kind is what happened to a store's generation (DESIGN.md, incident kinds).
+type Kind string
+
+const (
+	KindReplaced    Kind = "replaced"     // main file at the path is a new inode
+	KindSidecarLost Kind = "sidecar_lost" // same main, -wal/-shm unlinked or replaced
+	KindMispaired   Kind = "mispaired"    // new main next to the old generation's sidecars
+)
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindReplaced, KindSidecarLost, KindMispaired:
+		return true
+	}
+	return false
+}
+
+// State is where an incident is in the protocol. The main line runs in
+// this order, one state per protocol step that has completed:
+//
+//	open → frozen → pinned → released → captured → diverted → replaying → resolved
+//
+// A transition moves forward along it and may skip states a kind or policy
+// does not use (observe never freezes; a generic store is resolved after
+// capture). Off the main line: failed (terminal: the agent gave up, an
+// alert says why) and needs_action (an operator must act, e.g. free disk
+// space; the orphan stays pinned). Any unfinished state may go to either.
+// needs_action goes back onto the main line at or after the state it was
+// entered from (Incident.PrevState), or to resolved/failed.
+type State string
+
+const (
+	StateOpen        State = "open"
+	StateFrozen      State = "frozen"
+	StatePinned      State = "pinned"
+	StateReleased    State = "released"
+	StateCaptured    State = "captured"
+	StateDiverted    State = "diverted"
+	StateReplaying   State = "replaying"
+	StateResolved    State = "resolved"
+	StateFailed      State = "failed"
+	StateNeedsAction State = "needs_action"
+)
+
+var mainLine = []State{
+	StateOpen, StateFrozen, StatePinned, StateReleased,
+	StateCaptured, StateDiverted, StateReplaying, StateResolved,
+}
+
+// States lists every state: the main line in order, then failed and
+// needs_action.
+func States() []State {
+	return append(append([]State(nil), mainLine...), StateFailed, StateNeedsAction)
+}
+
+// rank is s's position on the main line, or -1 when it is off it.
+func (s State) rank() int {
+	for i, m := range mainLine {
+		if s == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	return s.rank() >= 0 || s == StateFailed || s == StateNeedsAction
+}
+
+// Terminal reports whether no transition leaves s.
+func (s State) Terminal() bool { return s == StateResolved || s == StateFailed }
+
+// blockingStates are the states in which the store's live generation is
+// still being dealt with, so no replay job may write into that store:
+// everything before the capture has been diverted, and needs_action.
+var blockingStates = []State{StateOpen, StateFrozen, StatePinned, StateReleased, StateCaptured, StateNeedsAction}
+
+// BlocksReplay reports whether an incident in state s holds back the
+// replay jobs of its store (see Journal.ClaimNextJob).
+func (s State) BlocksReplay() bool {
+	for _, b := range blockingStates {
+		if s == b {
+			return true
+		}
+	}
+	return false
+}
+
+// CanTransition reports whether the protocol allows from → to, without
+// the needs_action rule that also depends on Incident.PrevState.
+func (s State) CanTransition(to State) bool {
+	if !s.Valid() || !to.Valid() || s.Terminal() || s == to {
+		return false
+	}
+	switch {
+	case to == StateFailed || to == StateNeedsAction:
+		return true
+	case s == StateNeedsAction:
+		return to.rank() >= 0
+	default:
+		return to.rank() > s.rank()
+	}
+}
+
+// ErrInvalidTransition is returned when a transition breaks the protocol.
+var ErrInvalidTransition = errors.New("invalid incident transition")
+
+// checkTransition applies CanTransition and the needs_action rule.
+func checkTransition(inc *Incident, to State) error {
+	ok := inc.State.CanTransition(to)
+	if ok && inc.State == StateNeedsAction && to.rank() >= 0 &&
+		inc.PrevState.rank() >= 0 && to.rank() < inc.PrevState.rank() {
+		ok = false
+	}
+	if !ok {
+		return fmt.Errorf("%w: incident %s: %s → %s", ErrInvalidTransition, inc.ID, inc.State, to)
+	}
+	return nil
+}
+
+// Step names the incident protocol records. Any name matching
+// [a-z0-9_]+(\.[a-z0-9_]+)* is accepted; these are the stable ones.
+const (
+	StepDetected       = "detected"
+	StepFrozen         = "frozen"
+	StepPinned         = "pinned"
+	StepReleased       = "released"
+	StepCaptureWritten = "capture.written"
+	StepCaptureFailed  = "capture.failed"
+	StepQuarantined    = "sidecars.quarantined"
+	StepDiverted       = "diverted"
+	StepReplayQueued   = "replay.queued"
+	StepReplayDone     = "replay.done"
+	StepReplayFailed   = "replay.failed"
+	StepResumed        = "resumed" // picked up again after an agent restart
+	StepNeedsAction    = "needs_action"
+	StepResolved       = "resolved"
+	StepFailed         = "failed"
+)
+
+var stepNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
+
+func validStepName(name string) error {
+	if len(name) > 64 || !stepNameRE.MatchString(name) {
+		return fmt.Errorf("step name %q: want lower-case dotted words like %q", name, StepCaptureWritten)
+	}
+	return nil
+}
