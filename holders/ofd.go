@@ -1,0 +1,39 @@
+package holders
+
+import (
+	"fmt"
+	"os"
+)
+
+// The byte ranges SQLite locks (os_unix.c): a connection that wants to be
+// the last closer must take the main file EXCLUSIVE, which needs every
+// byte of the SHARED range; and it must get the DMS byte of -shm
+// exclusively before it may unlink -wal and -shm. A read lock held by
+// another open file description on either range makes both impossible,
+// without stopping any reader or writer: readers take SHARED themselves,
+// writers only take RESERVED/PENDING bytes outside the range and the WAL
+// locks at 120..127 of -shm.
+const (
+	sharedFirst = 0x40000000 + 2 // PENDING_BYTE + 2
+	sharedSize  = 510
+	shmDMSByte  = 128 // 120 + SQLITE_SHM_NLOCK: the dead-man switch
+)
+
+// LockMainShared takes an OFD read lock on the SHARED range of a main
+// database file opened read-only. The lock belongs to f's open file
+// description: no other close() in this process cancels it, and it goes
+// away only when f is closed.
+func LockMainShared(f *os.File) error {
+	if err := ofdReadLock(f, sharedFirst, sharedSize); err != nil {
+		return fmt.Errorf("OFD read lock on %s [%#x,+%d): %w", f.Name(), sharedFirst, sharedSize, err)
+	}
+	return nil
+}
+
+// LockSHMRead takes an OFD read lock on the -shm dead-man-switch byte.
+func LockSHMRead(f *os.File) error {
+	if err := ofdReadLock(f, shmDMSByte, 1); err != nil {
+		return fmt.Errorf("OFD read lock on %s byte %d: %w", f.Name(), shmDMSByte, err)
+	}
+	return nil
+}
