@@ -24,7 +24,7 @@ func readAll(t *testing.T, f *os.File) []byte {
 	return b
 }
 
-func procFD(t *testing.T, pid, fd int) []byte {
+func readProcFD(t *testing.T, pid, fd int) []byte {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
 	if err != nil {
@@ -61,7 +61,7 @@ func TestPinKeepsOrphanAliveAfterWriterDies(t *testing.T) {
 		}
 		defer f.Close()
 		pinned[r] = f
-		want[r] = procFD(t, w.Pid, h.FD)
+		want[r] = readProcFD(t, w.Pid, h.FD)
 		if got := readAll(t, f); !bytes.Equal(got, want[r]) {
 			t.Fatalf("%s: pinned %d bytes differ from the holder's %d", r, len(got), len(want[r]))
 		}

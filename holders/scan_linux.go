@@ -21,7 +21,7 @@ func fileState(fi fs.FileInfo) FileState {
 	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
 	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
 		st.ID = FileID{Dev: s.Dev, Ino: s.Ino}
-		st.Nlink = s.Nlink
+		st.Nlink = uint64(s.Nlink)
 		st.UID, st.GID = int(s.Uid), int(s.Gid)
 	}
 	return st
@@ -243,7 +243,7 @@ func (s *procScanner) readFDs(pd int) error {
 		}
 		s.obs = append(s.obs, observation{
 			path: string(path), fd: fd, id: FileID{Dev: st.Dev, Ino: st.Ino},
-			nlink: st.Nlink, nlinkKnown: true,
+			nlink: uint64(st.Nlink), nlinkKnown: true,
 		})
 	})
 	if err != nil {
@@ -285,7 +285,7 @@ func (s *procScanner) readMaps(pd int) error {
 		// it needs CAP_SYS_ADMIN, so fall back to the maps fields.
 		var st unix.Stat_t
 		if unix.Fstatat(pd, "map_files/"+string(e.Range), &st, 0) == nil {
-			o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, st.Nlink, true
+			o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, uint64(st.Nlink), true
 		}
 		s.obs = append(s.obs, o)
 	}

@@ -1,0 +1,165 @@
+package holders
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// On macOS the scan lists every pid with proc_listpids, each process's
+// fds with PROC_PIDLISTFDS, and asks PROC_PIDFDVNODEPATHINFO for every
+// file fd, which returns path, device, inode and link count in one call.
+// Mappings are not inspected: SQLite keeps an fd on every file it maps.
+// The path of an unlinked vnode may be empty, so an orphan whose name is
+// gone is found only by identity; the supervisor pins every current
+// generation on macOS for that reason.
+
+func fileState(fi fs.FileInfo) FileState {
+	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
+	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+		// dev_t is an int32; vinfo_stat.vst_dev the same bits unsigned.
+		st.ID = FileID{Dev: uint64(uint32(s.Dev)), Ino: s.Ino}
+		st.Nlink = uint64(s.Nlink)
+		st.UID, st.GID = int(s.Uid), int(s.Gid)
+	}
+	return st
+}
+
+func scanAll(targets []Target, known map[int]Process) (*Result, error) {
+	start := time.Now()
+	n := procListPids(nil)
+	if n <= 0 {
+		return nil, fmt.Errorf("proc_listpids: no answer (%d)", n)
+	}
+	// Room for processes started since the estimate.
+	buf := make([]byte, n+64*4)
+	n = procListPids(buf)
+	if n <= 0 {
+		return nil, fmt.Errorf("proc_listpids: no answer (%d)", n)
+	}
+	s := newDarwinScanner(targets, known)
+	for _, pid := range decodePids(buf[:n]) {
+		if pid != s.self {
+			s.inspect(pid)
+		}
+	}
+	res := s.c.result()
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, error) {
+	start := time.Now()
+	s := newDarwinScanner(targets, known)
+	for _, pid := range pids {
+		if pid != s.self {
+			s.inspect(pid)
+		}
+	}
+	res := s.c.result()
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+type darwinScanner struct {
+	w     *watch
+	c     *collector
+	known map[int]Process
+	self  int
+	fds   []byte
+	vnode []byte
+	bsd   []byte
+	obs   []observation
+}
+
+func newDarwinScanner(targets []Target, known map[int]Process) *darwinScanner {
+	w := newWatch(targets)
+	return &darwinScanner{
+		w: w, c: newCollector(w), known: known, self: os.Getpid(),
+		fds: make([]byte, 256*procFDInfoSize), vnode: make([]byte, vnodeFDInfoWithPathSize),
+		bsd: make([]byte, procBSDInfoSize),
+	}
+}
+
+// exists tells a process that is gone from one we may not look at, since
+// libproc's failures carry no errno here.
+func exists(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+func (s *darwinScanner) bsdInfo(pid int) (bsdInfo, bool) {
+	if procPidInfo(pid, procPidTBSDInfo, s.bsd) != procBSDInfoSize {
+		return bsdInfo{}, false
+	}
+	info, err := decodeBSDInfo(s.bsd)
+	return info, err == nil && info.Pid == pid
+}
+
+func (s *darwinScanner) inspect(pid int) {
+	info, ok := s.bsdInfo(pid)
+	if !ok && !exists(pid) {
+		return
+	}
+	uid := -1
+	if ok {
+		uid = info.UID
+	}
+	need := procPidInfo(pid, procPidListFDs, nil)
+	if need > len(s.fds) {
+		s.fds = make([]byte, need+32*procFDInfoSize)
+	}
+	n := 0
+	if need > 0 {
+		n = procPidInfo(pid, procPidListFDs, s.fds)
+	}
+	if n <= 0 {
+		err := unix.Kill(pid, 0)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			return
+		case err == nil && need == 0 && n == 0 && os.Geteuid() == 0:
+			return // no fds at all
+		}
+		s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: "proc_pidinfo(PROC_PIDLISTFDS) refused: not permitted"}, nil)
+		return
+	}
+	s.obs = s.obs[:0]
+	for _, fd := range decodeFDs(s.fds[:n]) {
+		if fd.Type != proxFDTypeVnode {
+			continue
+		}
+		if procPidFDInfo(pid, fd.FD, procPidFDVnodePathInfo, s.vnode) != vnodeFDInfoWithPathSize {
+			continue // closed since the listing
+		}
+		v, err := decodeVnodeFDInfoWithPath(s.vnode)
+		if err != nil || !s.w.candidate([]byte(v.Path)) {
+			continue
+		}
+		s.obs = append(s.obs, observation{path: v.Path, fd: fd.FD, id: v.ID, nlink: v.Nlink, nlinkKnown: true})
+	}
+	hs := s.w.match(s.obs)
+	if len(hs) == 0 {
+		return
+	}
+	if !ok {
+		s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: "holds a watched file but proc_pidinfo(PROC_PIDTBSDINFO) failed: its start time is unknown"}, nil)
+		return
+	}
+	p := Process{Pid: pid, StartTicks: info.StartMicros, StartTime: time.UnixMicro(int64(info.StartMicros)), UID: info.RUID}
+	if k, found := s.known[pid]; found && k.StartTicks == p.StartTicks {
+		p.User, p.Exe, p.Cmdline = k.User, k.Exe, k.Cmdline
+	} else {
+		processMeta(&p)
+		p.UID = info.RUID
+		if again, ok := s.bsdInfo(pid); !ok || again.StartMicros != info.StartMicros {
+			return // exited or recycled while gopsutil looked
+		}
+	}
+	s.c.add(p, hs)
+}

@@ -1,0 +1,31 @@
+//go:build !linux && !darwin
+
+package holders
+
+import (
+	"io/fs"
+	"runtime"
+	"time"
+)
+
+func fileState(fi fs.FileInfo) FileState {
+	return FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
+}
+
+func unsupported(targets []Target) *Result {
+	start := time.Now()
+	w := newWatch(targets)
+	c := newCollector(w)
+	c.addBlind(Blind{UID: -1, Reason: "no holder scan on " + runtime.GOOS + ": processes cannot be inspected"}, nil)
+	res := c.result()
+	res.Took = time.Since(start)
+	return res
+}
+
+func scanAll(targets []Target, _ map[int]Process) (*Result, error) {
+	return unsupported(targets), nil
+}
+
+func scanPids(targets []Target, _ []int, _ map[int]Process) (*Result, error) {
+	return unsupported(targets), nil
+}
