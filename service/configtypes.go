@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/supervisor"
 )
 
 // Duration is a TOML string such as "10s" or "15m". It remembers whether it
@@ -56,29 +58,16 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Policy is how frozen orphan holders are released (DESIGN.md).
-type Policy string
+// Policy is a release policy; the supervisor owns its names.
+type Policy = supervisor.Policy
 
 const (
-	PolicyTerminate Policy = "terminate"
-	PolicyKill      Policy = "kill"
-	PolicyResume    Policy = "resume"
-	PolicyHold      Policy = "hold"
-	PolicyObserve   Policy = "observe"
+	PolicyTerminate = supervisor.PolicyTerminate
+	PolicyKill      = supervisor.PolicyKill
+	PolicyResume    = supervisor.PolicyResume
+	PolicyHold      = supervisor.PolicyHold
+	PolicyObserve   = supervisor.PolicyObserve
 )
-
-// Policies lists every valid policy, in the README's order.
-var Policies = []Policy{PolicyTerminate, PolicyKill, PolicyResume, PolicyHold, PolicyObserve}
-
-func (p *Policy) UnmarshalText(b []byte) error {
-	for _, v := range Policies {
-		if string(b) == string(v) {
-			*p = v
-			return nil
-		}
-	}
-	return fmt.Errorf("%q is not a policy (one of terminate, kill, resume, hold, observe)", b)
-}
 
 // LogFormat selects the log handler.
 type LogFormat string

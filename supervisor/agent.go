@@ -1,0 +1,412 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/watcher"
+)
+
+// Options configure an Agent. The zero value runs with the defaults on the
+// stores discovered for the running user.
+type Options struct {
+	StateDir string // default DefaultStateDir
+	// Socket is the control socket's path; default
+	// <DefaultRuntimeDir>/agent.sock; "-" serves no socket.
+	Socket string
+	// Reconcile is the full re-stat and re-scan interval (default 10 s).
+	Reconcile time.Duration
+	// DisableNotify turns fsnotify off (the polling baseline).
+	DisableNotify bool
+	Discover      store.DiscoverOptions
+	Policies      PolicySet
+	// StorePolicies overrides Policies per store path.
+	StorePolicies map[string]PolicySet
+	// Exclude lists executable base names that are never signalled.
+	Exclude []string
+	// CaptureMaxBytes is the per-capture budget; 0 means free space only.
+	CaptureMaxBytes int64
+	Logger          *slog.Logger
+}
+
+// Agent is the running supervisor: it owns the journal, the watcher, the
+// holder cache, one worker per store and the control socket.
+type Agent struct {
+	opts    Options
+	log     *slog.Logger
+	lock    *Lock
+	journal *Journal
+	watch   *watcher.Watcher
+	cache   holders.Cache
+	ctl     *ControlServer
+	started time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	workers  map[string]*worker
+	problems []store.Problem
+	homes    []store.Home
+
+	scanMu sync.Mutex // one full scan at a time
+
+	optMu sync.RWMutex // guards the reloadable options
+}
+
+// Start opens the state directory, takes the single-instance lock,
+// resumes unfinished incidents and starts watching. It returns once every
+// store has had its first check.
+func Start(ctx context.Context, opts Options) (*Agent, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir(os.Getenv, os.Geteuid())
+	}
+	if opts.Socket == "" {
+		opts.Socket = filepath.Join(DefaultRuntimeDir(os.Getenv, os.Geteuid()), SocketFile)
+	}
+	if opts.Reconcile <= 0 {
+		opts.Reconcile = 10 * time.Second
+	}
+	enableOFDLocking(opts.Logger)
+	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now()}
+	if err := PrepareStateDir(opts.StateDir); err != nil {
+		return nil, err
+	}
+	lock, err := AcquireLock(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	a.lock = lock
+	fail := func(err error) (*Agent, error) {
+		a.release()
+		return nil, err
+	}
+	a.journal, err = OpenJournal(ctx, filepath.Join(opts.StateDir, JournalFile))
+	if err != nil {
+		return fail(err)
+	}
+	if n, err := a.journal.RequeueRunning(ctx); err != nil {
+		return fail(err)
+	} else if n > 0 {
+		a.log.Info("replay jobs left running by a previous agent requeued", "jobs", n)
+	}
+	a.watch, err = watcher.New(watcher.Config{Reconcile: opts.Reconcile, DisableNotify: opts.DisableNotify, Logger: opts.Logger})
+	if err != nil {
+		return fail(fmt.Errorf("start watcher: %w", err))
+	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+
+	if err := a.refreshStores(); err != nil {
+		return fail(err)
+	}
+	a.fullScan()
+	unfinished, err := a.journal.Unfinished(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	for _, inc := range unfinished {
+		w := a.worker(inc.Store)
+		if w == nil {
+			// The store is no longer discovered; its incident still
+			// needs finishing, so give it a worker of its own.
+			w = a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
+		}
+		w.resumeInc(inc)
+	}
+	a.mu.Lock()
+	for _, w := range a.workers {
+		w.kick(time.Now())
+	}
+	a.mu.Unlock()
+
+	if opts.Socket != "-" {
+		a.ctl, err = ListenControl(opts.Socket, a.apiHandler(), opts.Logger)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	a.wg.Add(2)
+	go a.eventLoop()
+	go a.replayLoop()
+	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
+		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile, "notify", !opts.DisableNotify)
+	return a, nil
+}
+
+// enableOFDLocking makes the agent's own SQLite connections use OFD locks,
+// so no close() of a raw fd on a store (the guard, a pin, a header read)
+// can ever cancel them. Hermes' processes keep POSIX locks; the two kinds
+// conflict with each other as they must.
+func enableOFDLocking(log *slog.Logger) {
+	if _, err := sqlite.OFDLocking(true); err != nil && !errors.Is(err, sqlite.ErrOFDLockingUnavailable) {
+		log.Warn("SQLite OFD locking not enabled", "subsystem", "supervisor", "err", err)
+	}
+}
+
+// Close stops watching, lets every worker finish its current step (or
+// journal where it stopped), and releases the state directory. Frozen
+// holders stay frozen only with a journal record, which the next start
+// resumes.
+func (a *Agent) Close(ctx context.Context) error {
+	a.log.Info("agent stopping", "event", EventAgentStopping)
+	a.cancel()
+	var errs []error
+	if a.watch != nil {
+		errs = append(errs, a.watch.Close(ctx))
+	}
+	a.mu.Lock()
+	ws := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	for _, w := range ws {
+		w.stopAndWait()
+	}
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("agent close: %w", ctx.Err()))
+	}
+	if a.ctl != nil {
+		errs = append(errs, a.ctl.Close(ctx))
+	}
+	a.release()
+	return errors.Join(errs...)
+}
+
+func (a *Agent) release() {
+	if a.journal != nil {
+		_ = a.journal.Close()
+	}
+	if a.lock != nil {
+		_ = a.lock.Release()
+	}
+}
+
+// Journal exposes the journal for tests and the control API.
+func (a *Agent) Journal() *Journal { return a.journal }
+
+// SocketPath is the control socket's path ("" when none is served).
+func (a *Agent) SocketPath() string {
+	if a.ctl == nil {
+		return ""
+	}
+	return a.ctl.Path()
+}
+
+func (a *Agent) worker(key string) *worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.workers[key]
+}
+
+func (a *Agent) addWorker(s store.Store) *worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.workers[s.Key()]; w != nil {
+		return w
+	}
+	w := newWorker(a, s)
+	a.workers[s.Key()] = w
+	go w.run()
+	return w
+}
+
+// refreshStores re-runs discovery, starts workers for new stores, retires
+// workers of stores that went away (unless they have an incident to
+// finish), and points the watcher at the result.
+func (a *Agent) refreshStores() error {
+	stores, problems := store.Discover(a.opts.Discover)
+	homes, _ := store.DiscoverHomes(a.opts.Discover)
+	a.mu.Lock()
+	a.problems, a.homes = problems, homes
+	seen := map[string]bool{}
+	var added []store.Store
+	for _, s := range stores {
+		seen[s.Key()] = true
+		if _, ok := a.workers[s.Key()]; !ok {
+			added = append(added, s)
+		}
+	}
+	var removed []*worker
+	for k, w := range a.workers {
+		if !seen[k] && !w.busy() {
+			removed = append(removed, w)
+			delete(a.workers, k)
+		}
+	}
+	a.mu.Unlock()
+	for _, w := range removed {
+		w.stopAndWait()
+		a.cache.Forget(w.target)
+		a.log.Info("store removed", "event", EventStoreRemoved, "store", w.st.Path, "profile", w.st.Profile)
+	}
+	for _, s := range added {
+		a.addWorker(s).kick(time.Now())
+		a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
+	}
+	for _, p := range problems {
+		a.log.Warn("store skipped", "subsystem", "discovery", "path", p.Path, "err", p.Err, "hint", p.Hint)
+	}
+	return a.setWatches()
+}
+
+func (a *Agent) setWatches() error {
+	a.mu.Lock()
+	targets := make([]watcher.Target, 0, len(a.workers))
+	for _, w := range a.workers {
+		base := filepath.Base(w.st.Path)
+		targets = append(targets, watcher.Target{Key: w.st.Key(), Dir: w.st.Dir(), Names: []string{base, base + "-wal", base + "-shm"}})
+	}
+	homes := make([]watcher.Home, 0, len(a.homes))
+	for _, h := range a.homes {
+		homes = append(homes, watcher.Home{Root: h.Root})
+	}
+	a.mu.Unlock()
+	slices.SortFunc(targets, func(x, y watcher.Target) int {
+		if x.Key < y.Key {
+			return -1
+		}
+		if x.Key > y.Key {
+			return 1
+		}
+		return 0
+	})
+	if err := a.watch.Set(targets, homes); err != nil {
+		// A directory that cannot be watched is still reconciled.
+		a.log.Warn("watch set incomplete", "subsystem", "watcher", "err", err)
+	}
+	return nil
+}
+
+// targets lists every store the agent scans for.
+func (a *Agent) targets() []holders.Target {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ts := make([]holders.Target, 0, len(a.workers))
+	for _, w := range a.workers {
+		ts = append(ts, w.target)
+	}
+	return ts
+}
+
+// fullScan re-scans every process for every store and refreshes the
+// holder cache; a scan that cannot see everything is logged.
+func (a *Agent) fullScan() *holders.Result {
+	a.scanMu.Lock()
+	defer a.scanMu.Unlock()
+	res, err := a.cache.Scan(a.targets())
+	if err != nil {
+		a.log.Error("holder scan failed", "event", EventScanUnknown, "err", err)
+		return nil
+	}
+	for _, sr := range res.Stores {
+		if sr.Verdict == holders.VerdictUnknown {
+			a.log.Warn("holder scan incomplete", "event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind))
+		}
+	}
+	return res
+}
+
+// eventLoop turns watcher events into worker kicks.
+func (a *Agent) eventLoop() {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case ev, ok := <-a.watch.Events():
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case watcher.StoreChanged:
+				if w := a.worker(ev.Key); w != nil {
+					w.kick(ev.At)
+				}
+			case watcher.HomeChanged:
+				if err := a.refreshStores(); err != nil {
+					a.log.Error("rediscovery failed", "err", err)
+				}
+			case watcher.Reconcile:
+				a.reconcile()
+			case watcher.WatchError:
+				a.log.Warn("directory not watched; only reconciles see it", "subsystem", "watcher", "path", ev.Path, "err", ev.Err)
+			}
+		}
+	}
+}
+
+// reconcile is the safety net: rediscover, re-scan every process, and let
+// every worker compare what is at its paths with what it last saw.
+func (a *Agent) reconcile() {
+	if err := a.refreshStores(); err != nil {
+		a.log.Error("rediscovery failed", "err", err)
+	}
+	a.fullScan()
+	now := time.Now()
+	a.mu.Lock()
+	for _, w := range a.workers {
+		w.kick(now)
+	}
+	a.mu.Unlock()
+}
+
+// Reload applies the options a SIGHUP may change: policies, exclusions
+// and the capture budget. Paths, the socket and discovery stay as started.
+func (a *Agent) Reload(o Options) {
+	a.optMu.Lock()
+	a.opts.Policies, a.opts.StorePolicies = o.Policies, o.StorePolicies
+	a.opts.Exclude, a.opts.CaptureMaxBytes = o.Exclude, o.CaptureMaxBytes
+	a.optMu.Unlock()
+	a.log.Info("configuration reloaded")
+}
+
+// policies returns the policy set for a store.
+func (a *Agent) policies(path string) PolicySet {
+	a.optMu.RLock()
+	defer a.optMu.RUnlock()
+	if p, ok := a.opts.StorePolicies[path]; ok {
+		return p
+	}
+	return a.opts.Policies
+}
+
+func (a *Agent) captureBudget() int64 {
+	a.optMu.RLock()
+	defer a.optMu.RUnlock()
+	return a.opts.CaptureMaxBytes
+}
+
+func (a *Agent) excluded(p *holders.Process) bool {
+	if p.Pid == os.Getpid() {
+		return true
+	}
+	a.optMu.RLock()
+	defer a.optMu.RUnlock()
+	base := filepath.Base(p.Exe)
+	for _, e := range a.opts.Exclude {
+		if e == base {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,192 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/stateguard/stateguard/store"
+)
+
+// The control API, served on the unix socket. Every answer is JSON; an
+// error is {"error": "..."} with a 4xx/5xx status.
+//
+//	GET  /v1/status                     Status
+//	GET  /v1/incidents[?all=1]          []Incident (open ones unless all)
+//	GET  /v1/incidents/{id}             IncidentView
+//	POST /v1/incidents/{id}/release     {"how": "resume|terminate|kill"}
+//	GET  /v1/jobs                       []Job
+func (a *Agent) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", a.handleStatus)
+	mux.HandleFunc("GET /v1/incidents", a.handleIncidents)
+	mux.HandleFunc("GET /v1/incidents/{id}", a.handleIncident)
+	mux.HandleFunc("POST /v1/incidents/{id}/release", a.handleRelease)
+	mux.HandleFunc("GET /v1/jobs", a.handleJobs)
+	return mux
+}
+
+// IncidentView is an incident with its steps.
+type IncidentView struct {
+	Incident Incident `json:"incident"`
+	Steps    []Step   `json:"steps"`
+}
+
+// ReleaseRequest is the body of POST /v1/incidents/{id}/release.
+type ReleaseRequest struct {
+	How Policy `json:"how"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := a.Status(r)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// Status is the daemon's view: the stores it watches with the last holder
+// scan, and their incidents and replay jobs from the journal.
+func (a *Agent) Status(r *http.Request) (Status, error) {
+	ctx := r.Context()
+	a.mu.Lock()
+	stores := make([]store.Store, 0, len(a.workers))
+	for _, w := range a.workers {
+		stores = append(stores, w.st)
+	}
+	problems := a.problems
+	a.mu.Unlock()
+	sort.Slice(stores, func(i, j int) bool { return stores[i].Path < stores[j].Path })
+	st := BuildStatus(stores, problems, a.cache.Last())
+	st.Daemon = DaemonStatus{Running: true, PID: os.Getpid(), StartedAt: a.started.UTC(), StateDir: a.opts.StateDir, Socket: a.SocketPath()}
+	incs, err := a.journal.ListIncidents(ctx, ListOptions{OpenOnly: true})
+	if err != nil {
+		return st, err
+	}
+	jobs, err := a.journal.ListJobs(ctx, JobFilter{})
+	if err != nil {
+		return st, err
+	}
+	for _, j := range jobs {
+		switch j.State {
+		case JobQueued:
+			st.Queue.Queued++
+		case JobRunning:
+			st.Queue.Running++
+		case JobFailed:
+			st.Queue.Failed++
+		case JobDone:
+			st.Queue.Done++
+		}
+	}
+	for i := range st.Stores {
+		ss := &st.Stores[i]
+		for _, inc := range incs {
+			if inc.Store == ss.Key {
+				ss.Incidents = append(ss.Incidents, IncidentSummary{ID: inc.ID, Kind: inc.Kind, State: inc.State,
+					Policy: inc.Policy, OpenedAt: inc.OpenedAt, Capture: inc.Detail.CapturePath, Error: inc.Detail.Error})
+			}
+		}
+		for _, j := range jobs {
+			if j.Store == ss.Key && (j.State == JobQueued || j.State == JobRunning) {
+				ss.QueuedReplays++
+			}
+		}
+	}
+	return st, nil
+}
+
+func (a *Agent) handleIncidents(w http.ResponseWriter, r *http.Request) {
+	incs, err := a.journal.ListIncidents(r.Context(), ListOptions{OpenOnly: r.URL.Query().Get("all") == ""})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if incs == nil {
+		incs = []Incident{}
+	}
+	writeJSON(w, http.StatusOK, incs)
+}
+
+func (a *Agent) handleIncident(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	inc, err := a.journal.GetIncident(r.Context(), id)
+	if errors.Is(err, ErrIncidentNotFound) {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("no incident %s (hint: agentctl incidents --all lists them)", id))
+		return
+	}
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	steps, err := a.journal.Steps(r.Context(), id)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, IncidentView{Incident: inc, Steps: steps})
+}
+
+func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req ReleaseRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode release request: %w", err))
+		return
+	}
+	switch req.How {
+	case PolicyResume, PolicyTerminate, PolicyKill:
+	default:
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("release how %q: want resume, terminate or kill", req.How))
+		return
+	}
+	inc, err := a.journal.GetIncident(r.Context(), id)
+	if err != nil {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("no incident %s", id))
+		return
+	}
+	wk := a.worker(inc.Store)
+	if wk == nil {
+		writeErr(w, http.StatusConflict, fmt.Errorf("incident %s: store %s is not watched", id, inc.Store))
+		return
+	}
+	var relErr error
+	if err := wk.do(r.Context(), func() { relErr = wk.releaseNow(id, req.How) }); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	if relErr != nil {
+		writeErr(w, http.StatusConflict, relErr)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"incident": id, "released": req.How, "at": time.Now().UTC()})
+}
+
+func (a *Agent) handleJobs(w http.ResponseWriter, r *http.Request) {
+	jobs, err := a.journal.ListJobs(r.Context(), JobFilter{})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	writeJSON(w, http.StatusOK, jobs)
+}

@@ -1,0 +1,249 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// prepare does what must happen while the orphan holders are still
+// frozen, before they are released:
+//   - sidecar_lost: snapshot the shared main as it is now, under a read
+//     transaction on the new generation so no checkpoint lands in it
+//     first; the orphan WAL was built on these pages.
+//   - mispaired: move the old generation's -wal/-shm out of the path
+//     before a new opener recovers them into the new main.
+func (w *worker) prepare(li *liveIncident) {
+	switch li.kind {
+	case KindSidecarLost:
+		w.snapshotMain(li)
+	case KindMispaired:
+		w.quarantine(li)
+	}
+}
+
+func (w *worker) pinOf(li *liveIncident, role holders.Role) *pin {
+	for _, p := range li.pins {
+		if p.role == role {
+			return p
+		}
+	}
+	return nil
+}
+
+// snapshotPath is where a sidecar_lost incident keeps its main snapshot
+// until the capture adopts it; resume finds it there.
+func snapshotPath(db, incident string) string { return fmt.Sprintf("%s.snapshot-%s", db, incident) }
+
+func (w *worker) snapshotMain(li *liveIncident) {
+	main := w.pinOf(li, holders.RoleMain)
+	if main == nil {
+		w.log.Error("sidecar_lost without a pinned main; the capture will use the live main", "incident", li.id)
+		return
+	}
+	dst := snapshotPath(w.st.Path, li.id)
+	ctx, cancel := context.WithTimeout(w.a.ctx, time.Minute)
+	defer cancel()
+	end, err := w.readTransaction(ctx)
+	if err != nil {
+		w.log.Warn("no read transaction on the new generation; snapshotting anyway", "incident", li.id, "err", err)
+	}
+	err = recovery.SnapshotMain(ctx, w.st.Path, main.f, dst)
+	if end != nil {
+		end()
+	}
+	if err != nil {
+		w.log.Error("main snapshot failed", "event", EventCaptureFailed, "incident", li.id, "err", err)
+		return
+	}
+	li.snapshot = dst
+	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, Step{Name: "snapshot.written", Detail: map[string]any{"path": dst}}); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+}
+
+// readTransaction begins a read on the store's current generation and
+// returns the function that ends it.
+func (w *worker) readTransaction(ctx context.Context) (func(), error) {
+	db, err := store.OpenReadOnly(w.st.Path)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	end := func() {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		conn.Close()
+		db.Close()
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		end()
+		return nil, err
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
+		end()
+		return nil, err
+	}
+	return end, nil
+}
+
+// quarantine moves a mispaired store's foreign sidecars into the
+// incident's staging capture, unless a new opener already joined them.
+func (w *worker) quarantine(li *liveIncident) {
+	want := map[string]recovery.FileID{}
+	for _, p := range li.pins {
+		switch p.role {
+		case holders.RoleWAL:
+			want["-wal"] = recovery.FileID{Dev: p.id.Dev, Ino: p.id.Ino}
+		case holders.RoleSHM:
+			want["-shm"] = recovery.FileID{Dev: p.id.Dev, Ino: p.id.Ino}
+		}
+	}
+	if joined := w.joiners(li); len(joined) > 0 {
+		msg := fmt.Sprintf("a new opener (pids %v) already joined the old generation's sidecars with the new main; files left in place, check the store by hand", joined)
+		w.log.Error("mispaired sidecars already in use", "event", EventCaptureFailed, "incident", li.id, "pids", joined, "critical", true)
+		w.note(li, msg)
+		return
+	}
+	staging, err := recovery.StageCapture(w.captureRequest(li))
+	if err != nil {
+		w.log.Error("stage capture failed", "event", EventCaptureFailed, "incident", li.id, "err", err)
+		w.note(li, err.Error())
+		return
+	}
+	li.staging = staging
+	moved, err := recovery.QuarantineSidecars(w.st.Path, staging, want)
+	if err != nil {
+		w.log.Error("quarantine incomplete", "event", EventCaptureFailed, "incident", li.id, "moved", moved, "err", err)
+		w.note(li, err.Error())
+	}
+	if len(moved) > 0 {
+		w.log.Warn("foreign sidecars quarantined", "event", EventSidecarsQuarantined, "incident", li.id, "moved", moved)
+		if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: "sidecars.quarantined", Detail: map[string]any{"moved": moved}},
+			func(inc *Incident) error { inc.Detail.Quarantined = moved; return nil }); err != nil {
+			w.log.Error("journal step failed", "incident", li.id, "err", err)
+		}
+	}
+}
+
+// joiners lists processes outside the incident that hold the current
+// -wal or -shm: they opened the new main with the old sidecars.
+func (w *worker) joiners(li *liveIncident) []int {
+	sr, err := w.a.cache.Targeted(w.target)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range sr.Holders {
+		if w.ownedBy(li, p.Ref()) {
+			continue
+		}
+		for _, f := range p.Files {
+			if f.Role != holders.RoleMain && f.Current {
+				out = append(out, p.Pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (w *worker) ownedBy(li *liveIncident, ref holders.ProcRef) bool {
+	for _, h := range li.holders {
+		if h.ref == ref {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) note(li *liveIncident, msg string) {
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: "note", Detail: map[string]any{"error": msg}},
+		func(inc *Incident) error { inc.Detail.Error = msg; return nil }); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+}
+
+func (w *worker) captureRequest(li *liveIncident) recovery.CaptureRequest {
+	pid := os.Getpid()
+	if len(li.holders) > 0 {
+		pid = li.holders[0].ref.Pid
+	}
+	return recovery.CaptureRequest{
+		DBPath: w.st.Path, PID: pid, IncidentID: li.id, Kind: string(li.kind),
+		MaxBytes: w.a.captureBudget(), Staging: li.staging, Now: li.openedAt, Logger: w.a.opts.Logger,
+	}
+}
+
+// capture writes the orphan generation out once no process but the agent
+// holds it, then unpins it.
+func (w *worker) capture(li *liveIncident) {
+	src := recovery.CaptureSource{}
+	for _, p := range li.pins {
+		switch p.role {
+		case holders.RoleMain:
+			src.Main = p.f
+		case holders.RoleWAL:
+			src.WAL = p.f
+		case holders.RoleSHM:
+			src.SHM = p.f
+		}
+	}
+	if li.kind == KindSidecarLost && li.snapshot != "" {
+		src.Main, src.MainSnapshot = nil, li.snapshot
+	}
+	if src.Main == nil && src.MainSnapshot == "" && src.WAL == nil && li.staging == "" {
+		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": "nothing pinned to capture: the orphan was gone before it could be pinned"}})
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.a.ctx, 10*time.Minute)
+	defer cancel()
+	c, err := recovery.WriteCapture(ctx, src, w.captureRequest(li))
+	if err != nil {
+		w.log.Error("capture failed", "event", EventCaptureFailed, "incident", li.id, "err", err,
+			"hint", "the orphan stays pinned; free space or raise capture.max_bytes, the capture is retried")
+		li.retryAt = time.Now().Add(30 * time.Second)
+		if errors.Is(err, recovery.ErrNoSpace) && li.state != StateNeedsAction {
+			if _, jerr := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureFailed, To: StateNeedsAction, Detail: map[string]any{"error": err.Error()}},
+				func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = err.Error(); return nil }); jerr != nil {
+				w.log.Error("journal step failed", "incident", li.id, "err", jerr)
+			}
+			li.state = StateNeedsAction
+		}
+		return
+	}
+	li.retryAt = time.Time{}
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureWritten, To: StateCaptured,
+		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked}},
+		func(inc *Incident) error {
+			inc.State = StateCaptured
+			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
+			return nil
+		}); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	li.state = StateCaptured
+	w.log.Info("capture written", "event", EventCaptureWritten, "incident", li.id, "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
+	w.closePins(li)
+	if li.snapshot != "" {
+		_ = os.Remove(li.snapshot)
+		li.snapshot = ""
+	}
+	w.afterCapture(li)
+}
+
+// afterCapture runs the divert and replay steps (Hermes stores) or ends
+// the incident (generic stores).
+func (w *worker) afterCapture(li *liveIncident) {
+	w.finish(li, StateResolved, Step{Name: StepResolved})
+}

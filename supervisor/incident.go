@@ -1,0 +1,318 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+)
+
+// liveIncident is the in-memory side of an unfinished incident: what the
+// journal cannot hold (open fds) and what the worker needs between steps.
+type liveIncident struct {
+	id       string
+	kind     Kind
+	policy   Policy
+	state    State
+	holders  []liveHolder
+	pins     []*pin
+	snapshot string    // sidecar_lost: the main as it was at detection
+	staging  string    // mispaired: the capture dir the sidecars went to
+	killAt   time.Time // terminate: SIGKILL after the grace period
+	retryAt  time.Time // capture retry after no space
+	openedAt time.Time
+}
+
+type liveHolder struct {
+	ref   holders.ProcRef
+	exe   string
+	files []holders.Held
+}
+
+// pin is one of our read-only fds on an orphaned inode. While it is open
+// the inode's data outlives every other holder.
+type pin struct {
+	role holders.Role
+	id   holders.FileID
+	f    *os.File
+}
+
+// openIncident journals a new incident for orphans, then pins, prepares
+// and releases per policy. frozen maps the pids already stopped to when.
+func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]time.Time, at time.Time, gen store.Generation) {
+	ctx := w.a.ctx
+	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now()}
+	var recs []HolderRecord
+	for _, p := range orphans {
+		li.holders = append(li.holders, liveHolder{ref: p.Ref(), exe: p.Exe, files: p.Files})
+		hr := HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
+		_, hr.Frozen = frozen[p.Pid]
+		for _, f := range p.Files {
+			hr.Files = append(hr.Files, HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, Dev: f.ID.Dev, Ino: f.ID.Ino})
+		}
+		recs = append(recs, hr)
+	}
+	state := StateOpen
+	steps := []Step{{Name: StepDetected, At: at, Detail: map[string]any{"kind": string(kind)}}}
+	if len(frozen) > 0 {
+		state = StateFrozen
+		pids := make([]int, 0, len(frozen))
+		for pid := range frozen {
+			pids = append(pids, pid)
+		}
+		steps = append(steps, Step{Name: StepFrozen, To: StateFrozen, Detail: map[string]any{"pids": pids}})
+	}
+	var old *GenerationRecord
+	if w.haveGen {
+		old = generationRecord(w.gen)
+	}
+	inc, err := w.a.journal.OpenIncident(ctx, Incident{
+		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: kind, State: state, Policy: string(policy),
+		Detail: IncidentDetail{OldGeneration: old, NewGeneration: generationRecord(gen), Holders: recs, ReplacedAt: at},
+	}, steps...)
+	if err != nil {
+		// Without a record the holders must not stay frozen: thaw them
+		// and let the next check try again.
+		w.log.Error("journal incident failed; releasing frozen holders", "err", err)
+		for _, h := range li.holders {
+			if _, ok := frozen[h.ref.Pid]; ok {
+				_ = holders.Thaw(h.ref)
+			}
+		}
+		return
+	}
+	li.id, li.state = inc.ID, inc.State
+	w.mu.Lock()
+	w.live[li.id] = li
+	w.mu.Unlock()
+	w.log.Error("orphaned generation under a live process", "event", EventIncidentOpened, "incident", li.id,
+		"kind", string(kind), "policy", string(policy), "holders", holderPids(li.holders))
+	for _, h := range li.holders {
+		if t, ok := frozen[h.ref.Pid]; ok {
+			w.log.Warn("holder frozen", "event", EventHolderFrozen, "incident", li.id, "pid", h.ref.Pid, "exe", h.exe,
+				"latency_ms", float64(t.Sub(at).Microseconds())/1000)
+		}
+	}
+	w.pinAll(li)
+	w.prepare(li)
+	if policy != PolicyHold {
+		w.release(li, policy)
+	}
+}
+
+func holderPids(hs []liveHolder) []int {
+	out := make([]int, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.ref.Pid)
+	}
+	return out
+}
+
+// pinAll opens our own read-only fd on every inode of the store the
+// orphan holders hold, current ones included (the sidecar_lost main is
+// current and needs the lock; a mispaired store's sidecars are current
+// until quarantined), and takes the guard's read locks on them so no
+// orphan can become the last closer that checkpoints and unlinks.
+func (w *worker) pinAll(li *liveIncident) {
+	have := map[holders.FileID]bool{}
+	for _, p := range li.pins {
+		have[p.id] = true
+	}
+	var pinned []string
+	for _, h := range li.holders {
+		for _, f := range h.files {
+			if have[f.ID] {
+				continue
+			}
+			var fd *os.File
+			var err error
+			if f.FD >= 0 {
+				fd, err = holders.Pin(h.ref.Pid, f.FD, f.ID)
+			} else {
+				fd, err = holders.PinMapped(h.ref.Pid, f.ID)
+			}
+			if err != nil {
+				w.log.Warn("pin failed", "incident", li.id, "pid", h.ref.Pid, "role", string(f.Role), "err", err)
+				continue
+			}
+			have[f.ID] = true
+			li.pins = append(li.pins, &pin{role: f.Role, id: f.ID, f: fd})
+			switch f.Role {
+			case holders.RoleMain:
+				err = holders.LockMainShared(fd)
+			case holders.RoleSHM:
+				err = holders.LockSHMRead(fd)
+			}
+			if err != nil {
+				w.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
+			}
+			pinned = append(pinned, fmt.Sprintf("%s %s", f.Role, f.ID))
+			w.log.Info("orphan inode pinned", "event", EventHolderPinned, "incident", li.id, "pid", h.ref.Pid,
+				"role", string(f.Role), "id", f.ID.String(), "current", f.Current)
+		}
+	}
+	if len(li.pins) > 0 && li.state.rank() < StatePinned.rank() {
+		w.transition(li, StatePinned, Step{Name: StepPinned, Detail: map[string]any{"pins": pinned}})
+	}
+}
+
+// release applies policy to the incident's frozen holders.
+func (w *worker) release(li *liveIncident, policy Policy) {
+	how := string(policy)
+	for _, h := range li.holders {
+		var err error
+		switch policy {
+		case PolicyTerminate:
+			if err = holders.Terminate(h.ref); err == nil {
+				err = holders.Thaw(h.ref)
+			}
+			li.killAt = time.Now().Add(w.a.policies(w.st.Path).grace())
+		case PolicyKill:
+			err = holders.Kill(h.ref)
+		case PolicyResume:
+			err = holders.Thaw(h.ref)
+		case PolicyObserve, PolicyHold:
+		}
+		if err != nil && !errors.Is(err, holders.ErrProcessGone) {
+			w.log.Error("release failed", "incident", li.id, "pid", h.ref.Pid, "how", how, "err", err)
+			continue
+		}
+		w.log.Info("holder released", "event", EventHolderReleased, "incident", li.id, "pid", h.ref.Pid, "how", how)
+		w.watchExit(h.ref)
+	}
+	w.transition(li, StateReleased, Step{Name: StepReleased, Detail: map[string]any{"how": how}})
+}
+
+// watchExit kicks the worker when a holder exits, so the capture starts at
+// once rather than at the next tick.
+func (w *worker) watchExit(ref holders.ProcRef) {
+	go func() {
+		if err := holders.WaitGone(w.a.ctx, ref); err == nil || errors.Is(err, holders.ErrProcessGone) {
+			w.kick(time.Now())
+		}
+	}()
+}
+
+// advanceAll moves every live incident on as far as it can go now.
+func (w *worker) advanceAll() {
+	w.mu.Lock()
+	lis := make([]*liveIncident, 0, len(w.live))
+	for _, li := range w.live {
+		lis = append(lis, li)
+	}
+	w.mu.Unlock()
+	for _, li := range lis {
+		w.advance(li)
+	}
+}
+
+func (w *worker) advance(li *liveIncident) {
+	switch li.state {
+	case StateReleased, StatePinned, StateFrozen, StateOpen, StateNeedsAction:
+		if li.state != StateReleased && li.state != StateNeedsAction && li.policy != PolicyObserve && li.policy != PolicyResume {
+			return // hold: waits for `agentctl release`
+		}
+		alive := w.aliveHolders(li)
+		if len(alive) > 0 {
+			if !li.killAt.IsZero() && time.Now().After(li.killAt) {
+				for _, ref := range alive {
+					if err := holders.Kill(ref); err == nil {
+						w.log.Warn("holder did not exit within the grace period; killed", "event", EventHolderReleased,
+							"incident", li.id, "pid", ref.Pid, "how", "kill-after-grace")
+					}
+				}
+				li.killAt = time.Time{}
+			}
+			return
+		}
+		if !li.retryAt.IsZero() && time.Now().Before(li.retryAt) {
+			return
+		}
+		w.capture(li)
+	case StateCaptured, StateDiverted, StateReplaying:
+		w.afterCapture(li)
+	}
+}
+
+// aliveHolders lists the holders that still exist (same pid, same start).
+func (w *worker) aliveHolders(li *liveIncident) []holders.ProcRef {
+	var alive []holders.ProcRef
+	for _, h := range li.holders {
+		st, err := holders.State(h.ref)
+		if err != nil || st == 'Z' || st == 'X' {
+			continue
+		}
+		alive = append(alive, h.ref)
+	}
+	return alive
+}
+
+// transition moves the incident and journals the step; a journal failure
+// is logged and the in-memory state still advances, so the protocol goes
+// on and the next successful write catches the journal up.
+func (w *worker) transition(li *liveIncident, to State, step Step) {
+	if li.state == to {
+		return
+	}
+	if err := w.a.journal.Transition(w.a.ctx, li.id, to, step); err != nil {
+		w.log.Error("journal transition failed", "incident", li.id, "to", string(to), "err", err)
+	}
+	li.state = to
+}
+
+// releaseNow is `agentctl release`: an operator's decision for a held
+// incident (or a change of mind for any unfinished one).
+func (w *worker) releaseNow(id string, policy Policy) error {
+	w.mu.Lock()
+	li := w.live[id]
+	w.mu.Unlock()
+	if li == nil {
+		return fmt.Errorf("incident %s is not waiting on its holders", id)
+	}
+	if li.state.rank() >= StateCaptured.rank() {
+		return fmt.Errorf("incident %s is already %s", id, li.state)
+	}
+	li.policy = policy
+	w.release(li, policy)
+	return nil
+}
+
+// closePins closes the incident's pinned fds. It runs on the worker only,
+// and the agent's SQLite connections use OFD locks, so no close here can
+// cancel a lock a connection of ours relies on.
+func (w *worker) closePins(li *liveIncident) {
+	for _, p := range li.pins {
+		_ = p.f.Close()
+	}
+	li.pins = nil
+}
+
+func (w *worker) closeAllPins() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, li := range w.live {
+		w.closePins(li)
+	}
+}
+
+// finish ends an incident in a terminal state and forgets it.
+func (w *worker) finish(li *liveIncident, to State, step Step) {
+	w.transition(li, to, step)
+	w.closePins(li)
+	if li.snapshot != "" {
+		_ = os.Remove(li.snapshot)
+	}
+	w.mu.Lock()
+	delete(w.live, li.id)
+	w.mu.Unlock()
+	level := "incident resolved"
+	if to == StateFailed {
+		w.log.Error("incident failed", "event", EventIncidentResolved, "incident", li.id, "state", string(to), "reason", step.Detail["error"])
+		return
+	}
+	w.log.Info(level, "event", EventIncidentResolved, "incident", li.id, "state", string(to),
+		"took_ms", time.Since(li.openedAt).Milliseconds())
+}

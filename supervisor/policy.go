@@ -1,0 +1,79 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy is how an incident's frozen orphan holders are released
+// (DESIGN.md, step 5).
+type Policy string
+
+const (
+	// PolicyTerminate: SIGTERM, SIGCONT, grace, then SIGKILL.
+	PolicyTerminate Policy = "terminate"
+	// PolicyKill: SIGKILL while stopped, so no close-time code runs.
+	PolicyKill Policy = "kill"
+	// PolicyResume: SIGCONT only, for writers with their own guard.
+	PolicyResume Policy = "resume"
+	// PolicyHold: stay frozen until `agentctl release`.
+	PolicyHold Policy = "hold"
+	// PolicyObserve: never signal; alert, pin and capture only.
+	PolicyObserve Policy = "observe"
+)
+
+// Policies lists every policy.
+var Policies = []Policy{PolicyTerminate, PolicyKill, PolicyResume, PolicyHold, PolicyObserve}
+
+// UnmarshalText accepts a policy name, so config files can hold one.
+func (p *Policy) UnmarshalText(b []byte) error {
+	for _, v := range Policies {
+		if string(b) == string(v) {
+			*p = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not a policy (one of terminate, kill, resume, hold, observe)", b)
+}
+
+// PolicySet is the release policy per incident kind, plus the terminate
+// grace period.
+type PolicySet struct {
+	Replaced    Policy
+	SidecarLost Policy
+	Mispaired   Policy
+	Grace       time.Duration
+}
+
+// DefaultPolicies are DESIGN.md's defaults.
+func DefaultPolicies() PolicySet {
+	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Grace: 30 * time.Second}
+}
+
+// For returns the policy for kind k; unset entries fall back to the
+// defaults.
+func (s PolicySet) For(k Kind) Policy {
+	d := DefaultPolicies()
+	pick := func(p, def Policy) Policy {
+		if p == "" {
+			return def
+		}
+		return p
+	}
+	switch k {
+	case KindReplaced:
+		return pick(s.Replaced, d.Replaced)
+	case KindSidecarLost:
+		return pick(s.SidecarLost, d.SidecarLost)
+	default:
+		return pick(s.Mispaired, d.Mispaired)
+	}
+}
+
+// grace returns the terminate grace period, default 30 s.
+func (s PolicySet) grace() time.Duration {
+	if s.Grace <= 0 {
+		return DefaultPolicies().Grace
+	}
+	return s.Grace
+}

@@ -1,0 +1,90 @@
+package supervisor
+
+import (
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+)
+
+// resumeInc hands an unfinished incident from the journal to the worker.
+func (w *worker) resumeInc(inc Incident) {
+	w.reqC <- func() { w.resume(inc) }
+}
+
+// resume picks an incident up where a previous agent left it. Its holders
+// are looked up again by pid and start time: one that still lives is
+// re-pinned (it is still stopped if it was frozen: SIGSTOP outlives the
+// agent) and released per policy; the orphan of one that is gone died
+// with the previous agent's pins unless it was already captured.
+func (w *worker) resume(inc Incident) {
+	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt}
+	if li.policy == "" {
+		li.policy = w.a.policies(w.st.Path).For(inc.Kind)
+	}
+	var pids []int
+	for _, h := range inc.Detail.Holders {
+		pids = append(pids, h.PID)
+	}
+	w.mu.Lock()
+	w.live[li.id] = li
+	w.mu.Unlock()
+	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, Step{Name: StepResumed, Detail: map[string]any{"state": string(inc.State)}}); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	w.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
+	if li.state.rank() >= StateCaptured.rank() {
+		return // advance runs the steps after the capture
+	}
+	sr, err := w.a.cache.Targeted(w.target, pids...)
+	if err != nil {
+		w.log.Error("targeted scan on resume failed", "incident", li.id, "err", err)
+		return
+	}
+	for _, hr := range inc.Detail.Holders {
+		ref := holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks}
+		p := findPid(sr.Holders, hr.PID)
+		if p == nil || p.StartTicks != hr.StartTicks {
+			continue
+		}
+		li.holders = append(li.holders, liveHolder{ref: ref, exe: p.Exe, files: p.Files})
+	}
+	if len(li.holders) == 0 {
+		if inc.Detail.CapturePath == "" {
+			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
+				"error": "every orphan holder exited while no agent pinned the orphan; nothing left to capture"}})
+		}
+		return
+	}
+	w.pinAll(li)
+	if li.kind == KindSidecarLost {
+		if snap := snapshotPath(w.st.Path, li.id); fileExists(snap) {
+			li.snapshot = snap
+		} else if li.state.rank() < StateReleased.rank() {
+			w.snapshotMain(li)
+		}
+	}
+	switch {
+	case li.state.rank() >= 0 && li.state.rank() < StateReleased.rank():
+		if li.kind == KindMispaired && inc.Detail.Quarantined == nil {
+			w.quarantine(li)
+		}
+		if li.policy != PolicyHold {
+			w.release(li, li.policy)
+		}
+	default:
+		// Released (or needs_action) before the restart: a terminate
+		// already sent SIGTERM; give it one more grace period.
+		if li.policy == PolicyTerminate {
+			li.killAt = time.Now().Add(w.a.policies(w.st.Path).grace())
+		}
+		for _, h := range li.holders {
+			w.watchExit(h.ref)
+		}
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

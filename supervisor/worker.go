@@ -1,0 +1,290 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+)
+
+// worker is the one goroutine that acts on one store: every check, every
+// protocol step and every close of a pinned fd happens here, so the
+// store's steps are serialized (DESIGN.md: "per store, serialized").
+type worker struct {
+	a      *Agent
+	st     store.Store
+	target holders.Target
+	log    *slog.Logger
+
+	kickC chan time.Time // cap 1: kicks coalesce, keeping the earliest time
+	reqC  chan func()    // operator requests run on the worker
+	stop  chan struct{}
+	done  chan struct{}
+
+	gen     store.Generation
+	haveGen bool
+
+	mu   sync.Mutex // guards live for readers outside the worker
+	live map[string]*liveIncident
+}
+
+func newWorker(a *Agent, s store.Store) *worker {
+	return &worker{
+		a: a, st: s, target: holders.Target{Path: s.Path},
+		log:   a.opts.Logger.With("subsystem", "supervisor", "store", s.Path, "profile", s.Profile),
+		kickC: make(chan time.Time, 1), reqC: make(chan func(), 8),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		live: map[string]*liveIncident{},
+	}
+}
+
+// kick asks the worker to check its store; at is when the change was seen.
+func (w *worker) kick(at time.Time) {
+	select {
+	case w.kickC <- at:
+	default:
+	}
+}
+
+// do runs f on the worker goroutine and waits for it.
+func (w *worker) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case w.reqC <- func() { f(); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.done:
+		return errors.New("store worker stopped")
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *worker) stopAndWait() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// busy reports whether the worker has an unfinished incident.
+func (w *worker) busy() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.live) > 0
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	// Pins are the only thing keeping an orphan alive; they close with
+	// the worker, after the journal knows where each incident stands.
+	defer w.closeAllPins()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.a.ctx.Done():
+			return
+		case at := <-w.kickC:
+			w.check(at)
+			w.advanceAll()
+		case f := <-w.reqC:
+			f()
+			w.advanceAll()
+		case <-tick.C:
+			// Deadlines (terminate grace, retries after no space) are
+			// checked once a second; only incidents waiting on time do work.
+			if w.busy() {
+				w.advanceAll()
+			}
+		}
+	}
+}
+
+// check compares what is at the store's paths with what the worker last
+// saw and with the processes holding the store's inodes. Any process that
+// holds an inode no longer at its path is an orphan holder: it is frozen
+// first (from the holder cache, before anything else is read), and an
+// incident is opened for it.
+func (w *worker) check(at time.Time) {
+	gen, err := store.ReadGeneration(w.st.Path)
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
+		w.log.Debug("read generation", "err", err)
+	}
+	// Fast path: freeze what the last scan says holds an inode that is
+	// not at the path any more, before the targeted re-scan.
+	frozen := map[int]time.Time{}
+	pol := w.a.policies(w.st.Path)
+	if known, ok := w.a.cache.Known(w.target); ok {
+		for i := range known.Holders {
+			p := &known.Holders[i]
+			if !holdsStale(p, gen) || w.owned(p.Ref()) || w.a.excluded(p) {
+				continue
+			}
+			if pol.For(guessKind(p, gen)) == PolicyObserve {
+				continue
+			}
+			if err := holders.Freeze(p.Ref()); err == nil {
+				frozen[p.Pid] = time.Now()
+			}
+		}
+	}
+	pids := make([]int, 0, len(frozen))
+	for pid := range frozen {
+		pids = append(pids, pid)
+	}
+	sr, err := w.a.cache.Targeted(w.target, pids...)
+	if err != nil {
+		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
+		w.thawAll(frozen)
+		return
+	}
+	var orphans []holders.Process
+	for _, p := range sr.Orphans() {
+		if !w.owned(p.Ref()) {
+			orphans = append(orphans, p)
+		}
+	}
+	// Anything frozen by the fast path that the fresh scan does not
+	// confirm as an orphan goes back to running at once.
+	for pid := range frozen {
+		if !containsPid(orphans, pid) {
+			if p := findPid(sr.Holders, pid); p != nil {
+				_ = holders.Thaw(p.Ref())
+			}
+			delete(frozen, pid)
+		}
+	}
+	if w.haveGen {
+		if ch := gen.Diff(w.gen); !ch.Same() {
+			w.log.Info("generation changed", "event", EventGenerationChanged, "change", ch.String(),
+				"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID)
+			if len(orphans) == 0 {
+				w.checkForeignSidecars(ch, gen, sr)
+			}
+		}
+	}
+	w.gen, w.haveGen = gen, true
+	if len(orphans) == 0 {
+		return
+	}
+	kind := classify(orphans)
+	policy := pol.For(kind)
+	for i := range orphans {
+		p := &orphans[i]
+		if _, done := frozen[p.Pid]; done || policy == PolicyObserve || w.a.excluded(p) {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = time.Now()
+		} else {
+			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
+		}
+	}
+	w.openIncident(kind, policy, orphans, frozen, at, gen)
+}
+
+// holdsStale reports whether a cached holder holds an inode of the store
+// that is not the one now at its path.
+func holdsStale(p *holders.Process, g store.Generation) bool {
+	for _, f := range p.Files {
+		cur := fileOf(g, f.Role)
+		if !cur.Exists || cur.ID.Dev != f.ID.Dev || cur.ID.Ino != f.ID.Ino {
+			return true
+		}
+	}
+	return false
+}
+
+func fileOf(g store.Generation, r holders.Role) store.FileState {
+	switch r {
+	case holders.RoleWAL:
+		return g.WAL
+	case holders.RoleSHM:
+		return g.SHM
+	}
+	return g.Main
+}
+
+// guessKind classifies one cached holder against a generation, for the
+// fast path's policy look-up only.
+func guessKind(p *holders.Process, g store.Generation) Kind {
+	for _, f := range p.Files {
+		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID.Ino != f.ID.Ino || g.Main.ID.Dev != f.ID.Dev) {
+			return KindReplaced
+		}
+	}
+	return KindSidecarLost
+}
+
+// classify names the incident from the fresh scan's orphan holders: the
+// main replaced with the old sidecars still at the path is mispaired,
+// main replaced otherwise is replaced, and orphaned sidecars under the
+// same main are sidecar_lost.
+func classify(orphans []holders.Process) Kind {
+	kind := KindSidecarLost
+	for _, p := range orphans {
+		mainGone, sidecarCurrent := false, false
+		for _, f := range p.Files {
+			switch {
+			case f.Role == holders.RoleMain && !f.Current:
+				mainGone = true
+			case f.Role != holders.RoleMain && f.Current:
+				sidecarCurrent = true
+			}
+		}
+		if mainGone && sidecarCurrent {
+			return KindMispaired
+		}
+		if mainGone {
+			kind = KindReplaced
+		}
+	}
+	return kind
+}
+
+// owned reports whether a live incident of this store already handles p.
+func (w *worker) owned(ref holders.ProcRef) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, li := range w.live {
+		for _, h := range li.holders {
+			if h.ref == ref {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (w *worker) thawAll(frozen map[int]time.Time) {
+	known, _ := w.a.cache.Known(w.target)
+	for pid := range frozen {
+		if p := findPid(known.Holders, pid); p != nil {
+			_ = holders.Thaw(p.Ref())
+		}
+	}
+}
+
+func containsPid(ps []holders.Process, pid int) bool { return findPid(ps, pid) != nil }
+
+func findPid(ps []holders.Process, pid int) *holders.Process {
+	for i := range ps {
+		if ps[i].Pid == pid {
+			return &ps[i]
+		}
+	}
+	return nil
+}
