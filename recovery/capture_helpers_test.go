@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package recovery
 
@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -209,5 +210,36 @@ func mountTmpfs(t *testing.T, opts string) string {
 		t.Skipf("cannot mount a tmpfs (%s) here: %v; this needs root with CAP_SYS_ADMIN", opts, err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// mountBtrfs makes a small btrfs on a sparse loop image, a filesystem
+// with reflinks, or skips when mkfs.btrfs or loop mounts are unavailable.
+func mountBtrfs(t *testing.T) string {
+	t.Helper()
+	mkfs, err := exec.LookPath("mkfs.btrfs")
+	if err != nil {
+		t.Skip("mkfs.btrfs not installed (btrfs-progs): no reflink-capable filesystem to test on")
+	}
+	img := filepath.Join(t.TempDir(), "btrfs.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if out, err := exec.Command(mkfs, "-q", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.btrfs failed: %v %s", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount a btrfs image here (needs root and loop devices): %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }

@@ -358,6 +358,7 @@ func (r *captureRun) mainImage(p *capturePlan) (copiedFile, error) {
 			return copiedFile{}, fmt.Errorf("read main header of %s: %w", src.srcName, err)
 		}
 		c, err := writeHeaderFile(r.stage, r.base+".header", head, r.owner)
+		c.origin = "header"
 		if err == nil {
 			r.created = append(r.created, c.name)
 		}
@@ -427,15 +428,12 @@ func (r *captureRun) writeManifest(m *Manifest) error {
 	return nil
 }
 
-// publish drops stateguard's staging files, fsyncs, renames the staging
-// dir to its final name (never over an existing one: another capture of
-// the same second and pid gets -n) and fsyncs the store's directory.
+// publish fsyncs the staging dir, renames it to its final name (never over
+// an existing one: another capture of the same second and pid gets -n),
+// drops stateguard's staging files and fsyncs the store's directory. The
+// marker goes only after the rename, so a staging dir that failed to
+// publish is still recognisably ours.
 func (r *captureRun) publish() (string, error) {
-	for _, name := range []string{partialMarker, quarantineList} {
-		if err := unix.Unlinkat(r.stage.fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			return "", fmt.Errorf("remove %s: %w", r.stage.join(name), err)
-		}
-	}
 	if err := r.stage.sync(); err != nil {
 		return "", err
 	}
@@ -452,11 +450,18 @@ func (r *captureRun) publish() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("publish %s as %s: %w", r.store.join(r.partial), r.store.join(final), err)
 		}
-		// From here the capture is complete; a failed fsync of the parent
-		// is reported but must not remove it.
+		// From here the capture is complete: nothing below may remove it.
 		r.partial, r.ownStage, r.created = "", false, nil
+		for _, name := range []string{partialMarker, quarantineList} {
+			if err := unix.Unlinkat(r.stage.fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				r.log.Warn("could not remove a staging file from a published capture", "path", r.store.join(final), "file", name, "err", err)
+			}
+		}
+		if err := r.stage.sync(); err != nil {
+			r.log.Warn("published capture not yet durable", "path", r.store.join(final), "err", err)
+		}
 		if err := r.store.sync(); err != nil {
-			r.log.Warn("capture published but its directory entry is not yet durable", "path", r.store.join(final), "err", err)
+			r.log.Warn("published capture's directory entry not yet durable", "path", r.store.join(final), "err", err)
 		}
 		return r.store.join(final), nil
 	}

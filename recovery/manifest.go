@@ -200,8 +200,9 @@ type StateguardInfo struct {
 	// "snapshot" (a sidecar_lost snapshot of the shared main).
 	MainSource string `json:"main_source,omitempty"`
 	// Origins says how each file got here: "reflink", "copy", "link"
-	// (a hard link of our own snapshot) or "quarantined" (renamed from the
-	// store's path by QuarantineSidecars, the original inode).
+	// (a hard link of our own snapshot), "header" (the main's header
+	// written alone) or "quarantined" (renamed from the store's path by
+	// QuarantineSidecars: the original inode).
 	Origins map[string]string `json:"origins,omitempty"`
 	// Reflinked is true when every file written as a copy was a reflink clone.
 	Reflinked bool               `json:"reflinked"`
