@@ -1,0 +1,220 @@
+package supervisor
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// testLogWriter sends the agent's log to t.Log, so a failing test shows
+// every event the agent emitted.
+type testLogWriter struct {
+	mu sync.Mutex
+	t  testing.TB
+	on bool
+}
+
+func (w *testLogWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.on {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
+}
+
+// testHome makes a Hermes home with a default store.
+func testHome(t *testing.T) (home, db string) {
+	t.Helper()
+	home = t.TempDir()
+	db = filepath.Join(home, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	return home, db
+}
+
+func startAgent(t *testing.T, home string, mod func(*Options)) *Agent {
+	t.Helper()
+	lw := &testLogWriter{t: t, on: true}
+	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
+	sock, err := os.MkdirTemp("", "sg-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sock) })
+	o := Options{
+		StateDir:  filepath.Join(t.TempDir(), "state"),
+		Socket:    filepath.Join(sock, "agent.sock"),
+		Reconcile: 500 * time.Millisecond,
+		Discover: store.DiscoverOptions{
+			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
+			UserHome:        "/nonexistent",
+			CurrentUserOnly: true,
+		},
+		Policies: PolicySet{Grace: 5 * time.Second},
+		Logger:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.Close(ctx); err != nil {
+			t.Errorf("agent close: %v", err)
+		}
+	})
+	return a
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitHolder waits until the agent's holder cache knows pid as a holder
+// of every role of db.
+func waitHolder(t *testing.T, a *Agent, db string, pid int) {
+	t.Helper()
+	eventually(t, "the agent to see the writer as a holder", 20*time.Second, func() bool {
+		a.fullScan()
+		sr, ok := a.cache.Known(holders.Target{Path: db})
+		if !ok {
+			return false
+		}
+		p := findPid(sr.Holders, pid)
+		return p != nil && len(p.Files) >= 3
+	})
+}
+
+// waitIncident waits for the store's first incident to reach a state.
+func waitIncident(t *testing.T, a *Agent, db string, d time.Duration, want ...State) Incident {
+	t.Helper()
+	var inc Incident
+	eventually(t, "an incident in state "+states(want), d, func() bool {
+		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		if err != nil || len(incs) == 0 {
+			return false
+		}
+		inc = incs[0]
+		for _, s := range want {
+			if inc.State == s {
+				return true
+			}
+		}
+		return false
+	})
+	return inc
+}
+
+func states(ss []State) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return strings.Join(out, "|")
+}
+
+// renameFreshOver puts a new empty Hermes store at db by rename(2), as a
+// backup restore does.
+func renameFreshOver(t *testing.T, db string) {
+	t.Helper()
+	fresh := db + ".restore-tmp"
+	if err := hermestest.CreateStore(fresh); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"-wal", "-shm"} {
+		os.Remove(fresh + s)
+	}
+	if err := os.Rename(fresh, db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// captureRows opens a private copy of a capture and returns the contents
+// of its messages.
+func captureRows(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	if _, err := recovery.OpenCapture(dir); err != nil {
+		t.Fatalf("capture %s: %v", dir, err)
+	}
+	copyPath, err := recovery.PrivateCopy(context.Background(), dir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dbRows(t, copyPath)
+}
+
+// dbRows returns content → count of every message in a store, after an
+// integrity check.
+func dbRows(t *testing.T, path string) map[string]int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ic string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&ic); err != nil || ic != "ok" {
+		t.Fatalf("integrity_check of %s: %q %v", path, ic, err)
+	}
+	rows, err := db.Query("SELECT content FROM messages WHERE content IS NOT NULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		out[c]++
+	}
+	return out
+}
+
+// missingAcks lists acknowledged messages not in rows.
+func missingAcks(acks []hermestest.Ack, rows map[string]int) []int64 {
+	var miss []int64
+	for _, a := range acks {
+		if rows[hermestest.MessageContent(a.Session, a.Seq)] == 0 {
+			miss = append(miss, a.Seq)
+		}
+	}
+	return miss
+}
+
+func waitExit(t *testing.T, w *hermestest.Writer, d time.Duration) {
+	t.Helper()
+	select {
+	case <-w.Done():
+	case <-time.After(d):
+		t.Fatalf("writer %d still running after %v", w.Pid, d)
+	}
+}

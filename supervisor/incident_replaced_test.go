@@ -1,0 +1,67 @@
+package supervisor
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// A restore renames a fresh state.db over the path and removes the
+// sidecars while the writer commits: the writer is frozen, terminated, and
+// every row it acknowledged is in the capture.
+func TestReplacedIncident(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, nil)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+	waitHolder(t, a, db, w.Pid)
+
+	renameFreshOver(t, db)
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	start := time.Now()
+	eventually(t, "the writer to be stopped", 5*time.Second, func() bool {
+		st, err := holders.State(holders.ProcRef{Pid: w.Pid, StartTicks: startTicks(t, a, db, w.Pid)})
+		return err != nil || st == 'T'
+	})
+	t.Logf("writer stopped %v after the restore", time.Since(start))
+
+	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.State != StateResolved || inc.Kind != KindReplaced {
+		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
+	}
+	waitExit(t, w, 10*time.Second)
+	acks := w.Acks(t)
+	if len(acks) == 0 {
+		t.Fatal("the writer acknowledged nothing")
+	}
+	rows := captureRows(t, inc.Detail.CapturePath)
+	if miss := missingAcks(acks, rows); len(miss) > 0 {
+		t.Fatalf("%d of %d acknowledged rows missing from the capture: %v", len(miss), len(acks), miss)
+	}
+	// The new generation is untouched by the orphan's close.
+	if _, err := os.Stat(db); err != nil {
+		t.Fatal(err)
+	}
+	dbRows(t, db)
+}
+
+// startTicks returns the start ticks the agent's cache has for pid.
+func startTicks(t *testing.T, a *Agent, db string, pid int) uint64 {
+	sr, ok := a.cache.Known(holders.Target{Path: db})
+	if ok {
+		if p := findPid(sr.Holders, pid); p != nil {
+			return p.StartTicks
+		}
+	}
+	if last := a.cache.Last(); last != nil {
+		if s := last.Store(db); s != nil {
+			if p := findPid(s.Holders, pid); p != nil {
+				return p.StartTicks
+			}
+		}
+	}
+	return 0
+}

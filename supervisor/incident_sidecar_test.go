@@ -1,0 +1,96 @@
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// -wal and -shm are unlinked under a live writer, then a second writer
+// opens the store and creates new ones: the first is killed without a
+// checkpoint, the shared main stays healthy, and the capture holds every
+// row the first writer acknowledged.
+func TestSidecarLostIncident(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, nil)
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s1", Rate: 300})
+	waitHolder(t, a, db, w1.Pid)
+
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Rate: 300})
+
+	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.State != StateResolved || inc.Kind != KindSidecarLost {
+		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
+	}
+	waitExit(t, w1, 10*time.Second)
+	if !killedBy(w1.Cmd.ProcessState, syscall.SIGKILL) {
+		t.Fatalf("first writer ended with %v, want SIGKILL (policy kill)", w1.Cmd.ProcessState)
+	}
+	rows := captureRows(t, inc.Detail.CapturePath)
+	acks := w1.Acks(t)
+	if miss := missingAcks(acks, rows); len(miss) > 0 {
+		t.Fatalf("%d of %d acknowledged rows of the first writer missing from the capture: %v", len(miss), len(acks), miss)
+	}
+	if err := w2.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	healthy := dbRows(t, db) // integrity_check ok
+	if miss := missingAcks(w2.Acks(t), healthy); len(miss) > 0 {
+		t.Fatalf("second writer lost %d rows in the healthy store", len(miss))
+	}
+}
+
+func killedBy(ps *os.ProcessState, sig syscall.Signal) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// A restore renames a new main over the path but leaves the old -wal and
+// -shm: they are quarantined before the next writer opens the store, so
+// that writer's store holds none of the old WAL's rows.
+func TestMispairedIncident(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, nil)
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s1", Rate: 300, CheckpointEvery: -1})
+	waitHolder(t, a, db, w1.Pid)
+
+	renameFreshOver(t, db)
+	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.Kind != KindMispaired || inc.State != StateResolved {
+		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
+	}
+	if len(inc.Detail.Quarantined) == 0 {
+		t.Fatal("no sidecar was quarantined")
+	}
+	waitExit(t, w1, 10*time.Second)
+	for _, s := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(db + s); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s still at the path after quarantine: %v", s, err)
+		}
+	}
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 20})
+	waitExit(t, w2, 10*time.Second)
+	healthy := dbRows(t, db)
+	for _, a := range w1.Acks(t) {
+		if healthy[hermestest.MessageContent(a.Session, a.Seq)] > 0 {
+			t.Fatalf("the new store holds row %d of the old WAL", a.Seq)
+		}
+	}
+	if miss := missingAcks(w2.Acks(t), healthy); len(miss) > 0 {
+		t.Fatalf("new writer lost rows: %v", miss)
+	}
+	rows := captureRows(t, inc.Detail.CapturePath)
+	if miss := missingAcks(w1.Acks(t), rows); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows of the old writer missing from the capture", len(miss))
+	}
+}
+
