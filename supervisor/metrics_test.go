@@ -1,0 +1,248 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape GETs /metrics and parses it with Prometheus' text parser.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type %q, want the text format", ct)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// metricValue finds the series of name whose labels include want and
+// returns its counter or gauge value, a histogram's count, or -1 when no
+// series matches.
+func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+next:
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return -1
+}
+
+func gatherValue(t *testing.T, m *Metrics, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	return metricValue(byName, name, labels)
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log, _ := newTestLogger()
+	m := NewMetrics()
+	srv, err := m.Serve(ctx, "127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+
+	before := scrape(t, srv.Addr())
+	zero := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"stateguard_stores_watched", nil},
+		{"stateguard_captures_total", nil},
+		{"stateguard_replay_jobs_total", map[string]string{"result": "failed"}},
+		{"stateguard_alerts_total", map[string]string{"result": "dropped"}},
+		{"stateguard_freeze_latency_seconds", nil},
+	}
+	for _, z := range zero {
+		if v := metricValue(before, z.name, z.labels); v != 0 {
+			t.Errorf("before any call %s%v = %v, want 0", z.name, z.labels, v)
+		}
+	}
+	if before["go_goroutines"] == nil {
+		t.Error("the Go collector is missing")
+	}
+
+	reconciled := time.Unix(1767225600, 500_000_000)
+	m.StoresWatched(3)
+	m.SetHolders("/a", map[HolderKey]int{{Role: "writer"}: 2, {Role: "reader", Orphan: true}: 1})
+	m.SetHolders("/b", map[HolderKey]int{{Role: "writer"}: 1})
+	m.IncidentOpened("replaced")
+	m.IncidentState("replaced", "frozen", 1)
+	m.IncidentState("replaced", "frozen", -1)
+	m.IncidentState("replaced", "captured", 1)
+	m.ObserveFreeze(3 * time.Millisecond)
+	m.CaptureWritten(4096)
+	m.CaptureFailed()
+	m.ReplayDone(10)
+	m.ReplayFailed()
+	m.ObserveScan(20 * time.Millisecond)
+	m.Reconciled(reconciled)
+	m.GuardArmed(2)
+	m.StallState(1)
+	a := NewAlerter(AlertConfig{Exec: []string{"/bin/sh", "-c", "cat >/dev/null"}, Metrics: m}, log)
+	a.Send(Alert{Event: EventIncidentOpened, Store: "/a"})
+	closeAlerter(t, a)
+
+	after := scrape(t, srv.Addr())
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"stateguard_stores_watched", nil, 3},
+		{"stateguard_holders", map[string]string{"role": "writer", "orphan": "false"}, 3},
+		{"stateguard_holders", map[string]string{"role": "reader", "orphan": "true"}, 1},
+		{"stateguard_incidents_opened_total", map[string]string{"kind": "replaced"}, 1},
+		{"stateguard_incidents", map[string]string{"kind": "replaced", "state": "frozen"}, 0},
+		{"stateguard_incidents", map[string]string{"kind": "replaced", "state": "captured"}, 1},
+		{"stateguard_freeze_latency_seconds", nil, 1},
+		{"stateguard_captures_total", nil, 1},
+		{"stateguard_capture_bytes_total", nil, 4096},
+		{"stateguard_capture_failures_total", nil, 1},
+		{"stateguard_replay_jobs_total", map[string]string{"result": "done"}, 1},
+		{"stateguard_replay_jobs_total", map[string]string{"result": "failed"}, 1},
+		{"stateguard_replay_rows_total", nil, 10},
+		{"stateguard_scan_duration_seconds", nil, 1},
+		{"stateguard_last_reconcile_timestamp_seconds", nil, 1767225600.5},
+		{"stateguard_guard_armed_stores", nil, 2},
+		{"stateguard_stalls", nil, 1},
+		{"stateguard_alerts_total", map[string]string{"result": "sent"}, 1},
+	}
+	for _, c := range checks {
+		if v := metricValue(after, c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	// The freeze lands in the sub-5ms bucket, not only the +Inf one.
+	h := after["stateguard_freeze_latency_seconds"].GetMetric()[0].GetHistogram()
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() == 0.0001 && b.GetCumulativeCount() != 0 || b.GetUpperBound() == 0.005 && b.GetCumulativeCount() != 1 {
+			t.Errorf("freeze bucket le=%v count %d", b.GetUpperBound(), b.GetCumulativeCount())
+		}
+	}
+
+	m.ForgetStore("/a")
+	gone := scrape(t, srv.Addr())
+	if v := metricValue(gone, "stateguard_holders", map[string]string{"role": "reader", "orphan": "true"}); v != 0 {
+		t.Errorf("a forgotten store's holders still counted: %v", v)
+	}
+	if v := metricValue(gone, "stateguard_holders", map[string]string{"role": "writer", "orphan": "false"}); v != 1 {
+		t.Errorf("writer holders after forgetting /a = %v, want 1", v)
+	}
+}
+
+func TestMetricsRefusesNonLoopback(t *testing.T) {
+	m := NewMetrics()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:9464", "[::]:0", "example.com:9464"} {
+		srv, err := m.Serve(context.Background(), addr, nil)
+		if !errors.Is(err, ErrNotLoopback) {
+			if srv != nil {
+				srv.Close(context.Background())
+			}
+			t.Errorf("Serve(%q) = %v, want ErrNotLoopback", addr, err)
+		}
+	}
+	if _, err := m.Serve(context.Background(), "127.0.0.1", nil); err == nil || errors.Is(err, ErrNotLoopback) {
+		t.Errorf("an address without a port: %v", err)
+	}
+}
+
+func TestMetricsServerStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	log, _ := newTestLogger()
+	srv, err := NewMetrics().Serve(ctx, "localhost:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, srv.Addr())
+	cancel()
+	waitFor(t, "the server to stop", 10*time.Second, func() bool {
+		resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	})
+	if err := srv.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetricsNilIsNoOp(t *testing.T) {
+	var m *Metrics
+	m.StoresWatched(1)
+	m.SetHolders("/a", map[HolderKey]int{{Role: "writer"}: 1})
+	m.ForgetStore("/a")
+	m.IncidentOpened("replaced")
+	m.IncidentState("replaced", "frozen", 1)
+	m.ObserveFreeze(time.Millisecond)
+	m.CaptureWritten(1)
+	m.CaptureFailed()
+	m.ReplayDone(1)
+	m.ReplayFailed()
+	m.ObserveScan(time.Millisecond)
+	m.Reconciled(time.Now())
+	m.GuardArmed(1)
+	m.StallState(1)
+	m.alert("sent")
+	if m.Registry() != nil {
+		t.Error("nil Metrics has a registry")
+	}
+	if _, err := m.Serve(context.Background(), "127.0.0.1:0", nil); err == nil {
+		t.Error("nil Metrics served")
+	}
+	var s *MetricsServer
+	if err := s.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
