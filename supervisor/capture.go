@@ -185,9 +185,65 @@ func (w *worker) captureRequest(li *liveIncident) recovery.CaptureRequest {
 	}
 }
 
-// capture writes the orphan generation out once no process but the agent
-// holds it, then unpins it.
-func (w *worker) capture(li *liveIncident) {
+// fileStamp is what a pinned file looked like: enough to tell whether the
+// orphan changed between two captures.
+type fileStamp struct {
+	role  holders.Role
+	size  int64
+	mtime int64
+}
+
+func stampPins(li *liveIncident) []fileStamp {
+	var out []fileStamp
+	for _, p := range li.pins {
+		if p.role == holders.RoleSHM || (p.role == holders.RoleMain && li.kind == KindSidecarLost) {
+			continue // -shm is rebuilt from the WAL; a sidecar_lost main is the live one
+		}
+		fi, err := p.f.Stat()
+		if err != nil {
+			return nil
+		}
+		out = append(out, fileStamp{role: p.role, size: fi.Size(), mtime: fi.ModTime().UnixNano()})
+	}
+	return out
+}
+
+func sameStamps(a, b []fileStamp) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// preCapture captures the orphan while every holder is stopped, before
+// any is released. With kill the orphan cannot change after this, so it is
+// the final capture; with terminate or resume a holder may still commit
+// before it exits, and capture() writes a second one if it did.
+func (w *worker) preCapture(li *liveIncident) {
+	ctx, cancel := context.WithTimeout(w.a.ctx, 2*time.Second)
+	for _, h := range li.holders {
+		if err := holders.WaitStopped(ctx, h.ref); err != nil && !errors.Is(err, holders.ErrProcessGone) {
+			cancel()
+			w.log.Warn("holder not stopped; no capture before release", "incident", li.id, "pid", h.ref.Pid, "err", err)
+			return
+		}
+	}
+	cancel()
+	c, ok := w.writeCapture(li, "pre-release")
+	if !ok {
+		return
+	}
+	li.capDir, li.capStamp = c.Dir, stampPins(li)
+	li.staging = "" // consumed: the quarantined sidecars are in c.Dir now
+}
+
+// writeCapture writes one capture of the pinned orphan and journals it.
+func (w *worker) writeCapture(li *liveIncident, phase string) (recovery.Capture, bool) {
 	src := recovery.CaptureSource{}
 	for _, p := range li.pins {
 		switch p.role {
@@ -202,38 +258,65 @@ func (w *worker) capture(li *liveIncident) {
 	if li.kind == KindSidecarLost && li.snapshot != "" {
 		src.Main, src.MainSnapshot = nil, li.snapshot
 	}
-	if src.Main == nil && src.MainSnapshot == "" && src.WAL == nil && li.staging == "" {
-		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": "nothing pinned to capture: the orphan was gone before it could be pinned"}})
-		return
-	}
 	ctx, cancel := context.WithTimeout(w.a.ctx, 10*time.Minute)
 	defer cancel()
 	c, err := recovery.WriteCapture(ctx, src, w.captureRequest(li))
 	if err != nil {
-		w.log.Error("capture failed", "event", EventCaptureFailed, "incident", li.id, "err", err,
+		w.log.Error("capture failed", "event", EventCaptureFailed, "incident", li.id, "phase", phase, "err", err,
 			"hint", "the orphan stays pinned; free space or raise capture.max_bytes, the capture is retried")
+		return c, false
+	}
+	w.log.Info("capture written", "event", EventCaptureWritten, "incident", li.id, "phase", phase, "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureWritten,
+		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked, "phase": phase}},
+		func(inc *Incident) error {
+			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
+			return nil
+		}); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	return c, true
+}
+
+// capture writes the orphan generation out once no process but the agent
+// holds it (unless the capture taken before release is still exact), then
+// unpins it.
+func (w *worker) capture(li *liveIncident) {
+	if li.capDir != "" && sameStamps(li.capStamp, stampPins(li)) {
+		w.captured(li, li.capDir)
+		return
+	}
+	if len(li.pins) == 0 && li.snapshot == "" && li.staging == "" {
+		if li.capDir != "" {
+			w.captured(li, li.capDir)
+			return
+		}
+		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": "nothing pinned to capture: the orphan was gone before it could be pinned"}})
+		return
+	}
+	c, ok := w.writeCapture(li, "final")
+	if !ok {
 		li.retryAt = time.Now().Add(30 * time.Second)
-		if errors.Is(err, recovery.ErrNoSpace) && li.state != StateNeedsAction {
-			if _, jerr := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureFailed, To: StateNeedsAction, Detail: map[string]any{"error": err.Error()}},
-				func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = err.Error(); return nil }); jerr != nil {
+		if li.state != StateNeedsAction {
+			msg := "capture failed; the orphan stays pinned and the capture is retried (free space or raise capture.max_bytes)"
+			if _, jerr := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureFailed, Detail: map[string]any{"error": msg}},
+				func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = msg; return nil }); jerr != nil {
 				w.log.Error("journal step failed", "incident", li.id, "err", jerr)
 			}
 			li.state = StateNeedsAction
 		}
 		return
 	}
-	li.retryAt = time.Time{}
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureWritten, To: StateCaptured,
-		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked}},
-		func(inc *Incident) error {
-			inc.State = StateCaptured
-			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
-			return nil
-		}); err != nil {
-		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	if li.capDir != "" {
+		w.log.Info("capture taken before release superseded", "incident", li.id, "old", li.capDir, "new", c.Dir)
 	}
-	li.state = StateCaptured
-	w.log.Info("capture written", "event", EventCaptureWritten, "incident", li.id, "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
+	w.captured(li, c.Dir)
+}
+
+// captured moves the incident to captured and unpins the orphan.
+func (w *worker) captured(li *liveIncident, dir string) {
+	li.retryAt = time.Time{}
+	w.transition(li, StateCaptured, Step{Name: "capture.final", Detail: map[string]any{"path": dir}})
 	w.closePins(li)
 	if li.snapshot != "" {
 		_ = os.Remove(li.snapshot)

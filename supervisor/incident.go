@@ -24,6 +24,12 @@ type liveIncident struct {
 	killAt   time.Time // terminate: SIGKILL after the grace period
 	retryAt  time.Time // capture retry after no space
 	openedAt time.Time
+	// capDir is the capture taken while every holder was still stopped,
+	// before release; capStamp is the pinned main and wal as they were
+	// then. If the agent dies during a terminate grace period, the orphan
+	// dies with our pins, but this capture survives.
+	capDir   string
+	capStamp []fileStamp
 }
 
 type liveHolder struct {
@@ -98,6 +104,9 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 	}
 	w.pinAll(li)
 	w.prepare(li)
+	if len(frozen) > 0 && policy != PolicyHold {
+		w.preCapture(li)
+	}
 	if policy != PolicyHold {
 		w.release(li, policy)
 	}

@@ -93,4 +93,3 @@ func TestMispairedIncident(t *testing.T) {
 		t.Fatalf("%d acknowledged rows of the old writer missing from the capture", len(miss))
 	}
 }
-

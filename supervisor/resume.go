@@ -18,7 +18,8 @@ func (w *worker) resumeInc(inc Incident) {
 // agent) and released per policy; the orphan of one that is gone died
 // with the previous agent's pins unless it was already captured.
 func (w *worker) resume(inc Incident) {
-	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt}
+	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt,
+		capDir: inc.Detail.CapturePath}
 	if li.policy == "" {
 		li.policy = w.a.policies(w.st.Path).For(inc.Kind)
 	}
@@ -50,10 +51,13 @@ func (w *worker) resume(inc Incident) {
 		li.holders = append(li.holders, liveHolder{ref: ref, exe: p.Exe, files: p.Files})
 	}
 	if len(li.holders) == 0 {
-		if inc.Detail.CapturePath == "" {
-			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
-				"error": "every orphan holder exited while no agent pinned the orphan; nothing left to capture"}})
+		if li.capDir != "" {
+			// The capture taken before release is all that is left.
+			w.captured(li, li.capDir)
+			return
 		}
+		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
+			"error": "every orphan holder exited while no agent pinned the orphan; nothing left to capture"}})
 		return
 	}
 	w.pinAll(li)

@@ -141,6 +141,16 @@ func (w *worker) check(at time.Time) {
 			}
 		}
 	}
+	if len(frozen) > 0 || (w.haveGen && !gen.Diff(w.gen).Same()) {
+		// A restore is several syscalls (rename the main, then unlink
+		// the sidecars, often from separate commands): classify what
+		// it leaves, not the instant between two of its steps. The
+		// orphans are already stopped, so waiting costs no data.
+		w.settle()
+		if g, err := store.ReadGeneration(w.st.Path); err == nil || errors.Is(err, store.ErrFileChanged) {
+			gen = g
+		}
+	}
 	pids := make([]int, 0, len(frozen))
 	for pid := range frozen {
 		pids = append(pids, pid)
@@ -194,6 +204,32 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.openIncident(kind, policy, orphans, frozen, at, gen)
+}
+
+// Settle times: a change is classified once no further event for the
+// store arrived for settleQuiet, or after settleMax at the latest.
+const (
+	settleQuiet = 25 * time.Millisecond
+	settleMax   = 250 * time.Millisecond
+)
+
+// settle waits until the store's directory has been quiet for settleQuiet.
+func (w *worker) settle() {
+	deadline := time.Now().Add(settleMax)
+	for {
+		quiet := time.NewTimer(min(settleQuiet, time.Until(deadline)))
+		select {
+		case <-w.kickC:
+			quiet.Stop()
+			if time.Now().Before(deadline) {
+				continue
+			}
+		case <-quiet.C:
+		case <-w.stop:
+			quiet.Stop()
+		}
+		return
+	}
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store
