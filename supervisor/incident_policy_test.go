@@ -1,0 +1,153 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 'X'
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		t.Fatalf("bad /proc/%d/stat", pid)
+	}
+	return b[i+2]
+}
+
+// observe never signals: the writer keeps committing into the orphan, and
+// its rows are captured once it exits on its own.
+func TestObservePolicy(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyObserve })
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+	waitHolder(t, a, db, w.Pid)
+	renameFreshOver(t, db)
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	inc := waitIncident(t, a, db, 10*time.Second, StatePinned, StateReleased)
+	n := len(w.Acks(t))
+	eventually(t, "the observed writer to go on committing", 10*time.Second, func() bool { return len(w.Acks(t)) > n+20 })
+	if s := procState(t, w.Pid); s == 'T' {
+		t.Fatal("observe stopped the writer")
+	}
+	if err := w.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	inc = waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.State != StateResolved {
+		t.Fatalf("incident %s ended %s: %s", inc.ID, inc.State, inc.Detail.Error)
+	}
+	if miss := missingAcks(w.Acks(t), captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows missing from the capture", len(miss))
+	}
+}
+
+// hold keeps the writer frozen until an operator releases it through the
+// control socket.
+func TestHoldPolicyAndRelease(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyHold })
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+	waitHolder(t, a, db, w.Pid)
+	renameFreshOver(t, db)
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	inc := waitIncident(t, a, db, 10*time.Second, StatePinned)
+	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(t, w.Pid) == 'T' })
+	a.reconcile() // a full reconcile must not release a held incident
+	if err := a.worker(db).do(context.Background(), func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if s := procState(t, w.Pid); s != 'T' {
+		t.Fatalf("held writer is in state %c after a reconcile", s)
+	}
+	if cur, _ := a.journal.GetIncident(context.Background(), inc.ID); cur.State != StatePinned {
+		t.Fatalf("held incident moved to %s", cur.State)
+	}
+
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
+	}}}
+	resp, err := c.Post("http://agent/v1/incidents/"+inc.ID+"/release", "application/json", bytes.NewBufferString(`{"how":"kill"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("release: %d %v", resp.StatusCode, body)
+	}
+	waitExit(t, w, 10*time.Second)
+	if !killedBy(w.Cmd.ProcessState, syscall.SIGKILL) {
+		t.Fatalf("writer ended with %v, want SIGKILL", w.Cmd.ProcessState)
+	}
+	inc = waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.State != StateResolved {
+		t.Fatalf("incident ended %s: %s", inc.State, inc.Detail.Error)
+	}
+	if miss := missingAcks(w.Acks(t), captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows missing from the capture", len(miss))
+	}
+}
+
+func TestSecondAgentRefuses(t *testing.T) {
+	home, _ := testHome(t)
+	a := startAgent(t, home, nil)
+	_, err := Start(context.Background(), Options{StateDir: a.opts.StateDir, Socket: "-", Logger: a.opts.Logger})
+	if !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second agent on %s: %v, want ErrAlreadyRunning", a.opts.StateDir, err)
+	}
+}
+
+// A journaled holder whose pid now names another process (same pid,
+// different start time) is never signalled on resume.
+func TestResumeNeverSignalsARecycledPid(t *testing.T) {
+	home, db := testHome(t)
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+
+	stateDir := t.TempDir() + "/state"
+	if err := PrepareStateDir(stateDir); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(context.Background(), stateDir+"/"+JournalFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, err := j.OpenIncident(context.Background(), Incident{Store: db, Profile: "default", Home: home, Kind: KindReplaced,
+		State: StateFrozen, Policy: string(PolicyKill),
+		Detail: IncidentDetail{Holders: []HolderRecord{{PID: sleeper.Process.Pid, StartTicks: 1, Frozen: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	a := startAgent(t, home, func(o *Options) { o.StateDir = stateDir })
+	got := waitIncident(t, a, db, 10*time.Second, StateFailed, StateResolved)
+	if got.ID != inc.ID || got.State != StateFailed {
+		t.Fatalf("incident %s: %s (%s)", got.ID, got.State, got.Detail.Error)
+	}
+	if s := procState(t, sleeper.Process.Pid); s != 'S' && s != 'R' {
+		t.Fatalf("the process now at pid %d was touched: state %c", sleeper.Process.Pid, s)
+	}
+}
