@@ -1,0 +1,194 @@
+package service
+
+import (
+	"bytes"
+	"embed"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// ManagerKind names a service manager agentd can install itself into.
+type ManagerKind string
+
+const (
+	Systemd ManagerKind = "systemd"
+	Launchd ManagerKind = "launchd"
+)
+
+// Scope says whether agentd runs system-wide (root; systemd system unit,
+// launchd LaunchDaemon) or for the calling user (systemd user unit, launchd
+// LaunchAgent).
+type Scope int
+
+const (
+	SystemScope Scope = iota
+	UserScope
+)
+
+func (s Scope) String() string {
+	if s == UserScope {
+		return "user"
+	}
+	return "system"
+}
+
+// Names the service is installed under.
+const (
+	UnitName     = "stateguard-agentd.service"
+	LaunchdLabel = "com.github.stateguard.agentd"
+)
+
+// Capabilities is what the system unit grants agentd, and nothing else:
+// reading other users' /proc/<pid>/fd (SYS_PTRACE, DAC_READ_SEARCH),
+// signalling their processes (KILL), and handing captures to the
+// profile's owner (CHOWN, FOWNER). CAP_SYS_ADMIN is deliberately absent,
+// so a holder that has a store only mmapped (no fd) cannot be pinned
+// through /proc/<pid>/map_files.
+var Capabilities = []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER"}
+
+//go:embed templates/agentd.service templates/agentd.plist
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"xml": xmlText,
+}).ParseFS(templateFS, "templates/*"))
+
+// Spec is everything a unit or plist says. BuildSpec fills it from the
+// configuration and the homes found on the host.
+type Spec struct {
+	Kind  ManagerKind
+	Scope Scope
+	// Executable is the absolute path of agentd; ConfigPath the absolute
+	// path passed to `agentd run --config`.
+	Executable string
+	ConfigPath string
+	// ReadWritePaths are the directories the system unit may write to
+	// under ProtectSystem=strict, besides its StateDirectory and
+	// RuntimeDirectory. A leading "-" means "skip it if it is missing".
+	ReadWritePaths []string
+	// LogPath is where launchd sends agentd's stdout and stderr.
+	LogPath string
+}
+
+// Args is the command line the service manager starts.
+func (s Spec) Args() []string {
+	return []string{s.Executable, "run", "--config", s.ConfigPath}
+}
+
+// Render returns the systemd unit or the launchd plist.
+func (s Spec) Render() ([]byte, error) {
+	if len(s.Executable) == 0 || s.Executable[0] != '/' || s.ConfigPath == "" || s.ConfigPath[0] != '/' {
+		return nil, fmt.Errorf("render %s service: executable %q and config %q must be absolute paths", s.Kind, s.Executable, s.ConfigPath)
+	}
+	switch s.Kind {
+	case Systemd:
+		return s.renderSystemd()
+	case Launchd:
+		return s.renderLaunchd()
+	}
+	return nil, fmt.Errorf("render service: unknown service manager %q (systemd or launchd)", s.Kind)
+}
+
+func (s Spec) renderSystemd() ([]byte, error) {
+	var words []string
+	for _, a := range s.Args() {
+		w, err := systemdWord(a, true)
+		if err != nil {
+			return nil, fmt.Errorf("render systemd unit: ExecStart: %w", err)
+		}
+		words = append(words, w)
+	}
+	var rw []string
+	if s.Scope == SystemScope {
+		for _, p := range s.ReadWritePaths {
+			prefix := ""
+			if strings.HasPrefix(p, "-") {
+				prefix, p = "-", p[1:]
+			}
+			w, err := systemdWord(p, false)
+			if err != nil {
+				return nil, fmt.Errorf("render systemd unit: ReadWritePaths: %w", err)
+			}
+			rw = append(rw, prefix+w)
+		}
+	}
+	data := map[string]any{
+		"User":               s.Scope == UserScope,
+		"ExecStart":          strings.Join(words, " "),
+		"ReadWritePaths":     rw,
+		"Capabilities":       strings.Join(Capabilities, " "),
+		"RestartSec":         "2s",
+		"StartLimitInterval": "120s",
+		"StartLimitBurst":    5,
+	}
+	return execute("agentd.service", data)
+}
+
+func (s Spec) renderLaunchd() ([]byte, error) {
+	if s.LogPath == "" {
+		return nil, errors.New("render launchd plist: no log path")
+	}
+	data := map[string]any{
+		"User":             s.Scope == UserScope,
+		"Label":            LaunchdLabel,
+		"Args":             s.Args(),
+		"LogPath":          s.LogPath,
+		"ThrottleInterval": 5,
+	}
+	return execute("agentd.plist", data)
+}
+
+func execute(name string, data map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		return nil, fmt.Errorf("render %s: %w", name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// systemdWord quotes one word of a unit file value: % starts a specifier
+// everywhere, $ a variable in command lines, and whitespace, quotes and
+// backslashes need C-style quoting. A newline cannot be expressed at all.
+func systemdWord(s string, command bool) (string, error) {
+	if s == "" || strings.ContainsAny(s, "\n\r\x00") {
+		return "", fmt.Errorf("%q cannot be written into a unit file (empty, or has a newline or NUL)", s)
+	}
+	var b strings.Builder
+	quote := false
+	for _, r := range s {
+		switch r {
+		case '%':
+			b.WriteString("%%")
+		case '$':
+			if command {
+				b.WriteString("$$")
+			} else {
+				b.WriteRune(r)
+			}
+		case '\\', '"':
+			b.WriteRune('\\')
+			b.WriteRune(r)
+			quote = true
+		case ' ', '\t', '\'', ';':
+			b.WriteRune(r)
+			quote = true
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if quote {
+		return `"` + b.String() + `"`, nil
+	}
+	return b.String(), nil
+}
+
+func xmlText(s string) (string, error) {
+	var b strings.Builder
+	if err := xml.EscapeText(&b, []byte(s)); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
