@@ -38,6 +38,13 @@ type Options struct {
 	// CaptureMaxBytes is the per-capture budget; 0 means free space only.
 	CaptureMaxBytes int64
 	Logger          *slog.Logger
+	// Metrics is updated as the agent works (nil: none); MetricsListen
+	// serves it on a loopback address ("" = no endpoint).
+	Metrics       *Metrics
+	MetricsListen string
+	// Stall watches Hermes stores for hung gateways and stalled turns
+	// (nil: off).
+	Stall *StallWatch
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the
@@ -50,6 +57,7 @@ type Agent struct {
 	watch   *watcher.Watcher
 	cache   holders.Cache
 	ctl     *ControlServer
+	metrics *MetricsServer
 	started time.Time
 
 	ctx    context.Context
@@ -61,7 +69,8 @@ type Agent struct {
 	problems []store.Problem
 	homes    []store.Home
 
-	scanMu sync.Mutex // one full scan at a time
+	scanMu   sync.Mutex // one full scan at a time; guards verdicts
+	verdicts map[string]holders.Verdict
 
 	optMu sync.RWMutex // guards the reloadable options
 }
@@ -83,7 +92,8 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		opts.Reconcile = 10 * time.Second
 	}
 	enableOFDLocking(opts.Logger)
-	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now()}
+	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
+		verdicts: map[string]holders.Verdict{}}
 	if err := PrepareStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
@@ -140,11 +150,20 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 			return fail(err)
 		}
 	}
+	if opts.MetricsListen != "" {
+		a.metrics, err = opts.Metrics.Serve(a.ctx, opts.MetricsListen, opts.Logger)
+		if err != nil {
+			if a.ctl != nil {
+				_ = a.ctl.Close(ctx)
+			}
+			return fail(fmt.Errorf("metrics endpoint: %w", err))
+		}
+	}
 	a.wg.Add(2)
 	go a.eventLoop()
 	go a.replayLoop()
 	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
-		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile, "notify", !opts.DisableNotify)
+		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
 	return a, nil
 }
 
@@ -187,6 +206,9 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	if a.ctl != nil {
 		errs = append(errs, a.ctl.Close(ctx))
+	}
+	if a.metrics != nil {
+		errs = append(errs, a.metrics.Close(ctx))
 	}
 	a.release()
 	return errors.Join(errs...)
@@ -254,9 +276,11 @@ func (a *Agent) refreshStores() error {
 		}
 	}
 	a.mu.Unlock()
+	a.opts.Metrics.StoresWatched(len(stores))
 	for _, w := range removed {
 		w.stopAndWait()
 		a.cache.Forget(w.target)
+		a.opts.Metrics.ForgetStore(w.st.Path)
 		a.log.Info("store removed", "event", EventStoreRemoved, "store", w.st.Path, "profile", w.st.Profile)
 	}
 	for _, s := range added {
@@ -318,9 +342,26 @@ func (a *Agent) fullScan() *holders.Result {
 		a.log.Error("holder scan failed", "event", EventScanUnknown, "err", err)
 		return nil
 	}
+	a.opts.Metrics.ObserveScan(res.Took)
 	for _, sr := range res.Stores {
-		if sr.Verdict == holders.VerdictUnknown {
-			a.log.Warn("holder scan incomplete", "event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind))
+		counts := map[HolderKey]int{}
+		for _, p := range sr.Holders {
+			for _, f := range p.Files {
+				counts[HolderKey{Role: string(f.Role), Orphan: !f.Current}]++
+			}
+		}
+		a.opts.Metrics.SetHolders(sr.Target.Path, counts)
+		// Said once when a store's scan becomes unknown, not every
+		// reconcile: the condition (hidepid, a process we may not
+		// inspect) is usually permanent until an operator acts.
+		was, seen := a.verdicts[sr.Target.Path]
+		a.verdicts[sr.Target.Path] = sr.Verdict
+		if sr.Verdict == holders.VerdictUnknown && (!seen || was != holders.VerdictUnknown) {
+			args := []any{"event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind)}
+			if len(sr.Blind) > 0 {
+				args = append(args, "first_pid", sr.Blind[0].Pid, "first_reason", sr.Blind[0].Reason)
+			}
+			a.log.Warn("holder scan cannot see every process that could open the store; its verdict is unknown", args...)
 		}
 	}
 	return res
@@ -363,6 +404,7 @@ func (a *Agent) reconcile() {
 	}
 	a.fullScan()
 	now := time.Now()
+	a.opts.Metrics.Reconciled(now)
 	a.mu.Lock()
 	for _, w := range a.workers {
 		w.kick(now)

@@ -262,10 +262,12 @@ func (w *worker) writeCapture(li *liveIncident, phase string) (recovery.Capture,
 	defer cancel()
 	c, err := recovery.WriteCapture(ctx, src, w.captureRequest(li))
 	if err != nil {
+		w.a.opts.Metrics.CaptureFailed()
 		w.log.Error("capture failed", "event", EventCaptureFailed, "incident", li.id, "phase", phase, "err", err,
 			"hint", "the orphan stays pinned; free space or raise capture.max_bytes, the capture is retried")
 		return c, false
 	}
+	w.a.opts.Metrics.CaptureWritten(c.Bytes)
 	w.log.Info("capture written", "event", EventCaptureWritten, "incident", li.id, "phase", phase, "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
 	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureWritten,
 		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked, "phase": phase}},
@@ -303,7 +305,7 @@ func (w *worker) capture(li *liveIncident) {
 				func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = msg; return nil }); jerr != nil {
 				w.log.Error("journal step failed", "incident", li.id, "err", jerr)
 			}
-			li.state = StateNeedsAction
+			w.setState(li, StateNeedsAction)
 		}
 		return
 	}

@@ -36,6 +36,8 @@ func (w *worker) checkForeignSidecars(ch store.Change, gen store.Generation, sr 
 		return
 	}
 	li := &liveIncident{id: inc.ID, kind: KindMispaired, policy: PolicyObserve, state: StateOpen, openedAt: inc.OpenedAt}
+	w.a.opts.Metrics.IncidentOpened(string(KindMispaired))
+	w.a.opts.Metrics.IncidentState(string(KindMispaired), string(StateOpen), 1)
 	w.mu.Lock()
 	w.live[li.id] = li
 	w.mu.Unlock()

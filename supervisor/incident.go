@@ -91,6 +91,8 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 		return
 	}
 	li.id, li.state = inc.ID, inc.State
+	w.a.opts.Metrics.IncidentOpened(string(kind))
+	w.a.opts.Metrics.IncidentState(string(kind), string(li.state), 1)
 	w.mu.Lock()
 	w.live[li.id] = li
 	w.mu.Unlock()
@@ -98,6 +100,7 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 		"kind", string(kind), "policy", string(policy), "holders", holderPids(li.holders))
 	for _, h := range li.holders {
 		if t, ok := frozen[h.ref.Pid]; ok {
+			w.a.opts.Metrics.ObserveFreeze(t.Sub(at))
 			w.log.Warn("holder frozen", "event", EventHolderFrozen, "incident", li.id, "pid", h.ref.Pid, "exe", h.exe,
 				"latency_ms", float64(t.Sub(at).Microseconds())/1000)
 		}
@@ -269,6 +272,13 @@ func (w *worker) transition(li *liveIncident, to State, step Step) {
 	if err := w.a.journal.Transition(w.a.ctx, li.id, to, step); err != nil {
 		w.log.Error("journal transition failed", "incident", li.id, "to", string(to), "err", err)
 	}
+	w.setState(li, to)
+}
+
+// setState moves the in-memory state and the incidents gauge together.
+func (w *worker) setState(li *liveIncident, to State) {
+	w.a.opts.Metrics.IncidentState(string(li.kind), string(li.state), -1)
+	w.a.opts.Metrics.IncidentState(string(li.kind), string(to), 1)
 	li.state = to
 }
 

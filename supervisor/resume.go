@@ -27,6 +27,7 @@ func (w *worker) resume(inc Incident) {
 	for _, h := range inc.Detail.Holders {
 		pids = append(pids, h.PID)
 	}
+	w.a.opts.Metrics.IncidentState(string(li.kind), string(li.state), 1)
 	w.mu.Lock()
 	w.live[li.id] = li
 	w.mu.Unlock()

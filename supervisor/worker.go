@@ -103,12 +103,13 @@ func (w *worker) run() {
 		case f := <-w.reqC:
 			f()
 			w.advanceAll()
-		case <-tick.C:
+		case now := <-tick.C:
 			// Deadlines (terminate grace, retries after no space) are
 			// checked once a second; only incidents waiting on time do work.
 			if w.busy() {
 				w.advanceAll()
 			}
+			w.checkStall(now)
 		}
 	}
 }
@@ -323,4 +324,31 @@ func findPid(ps []holders.Process, pid int) *holders.Process {
 		}
 	}
 	return nil
+}
+
+// checkStall runs the stall watch when it is due. A store without a -wal
+// has no open connection to stall, and reading it would create one.
+func (w *worker) checkStall(now time.Time) {
+	sw := w.a.opts.Stall
+	if sw == nil || w.st.Kind != store.Hermes || !w.gen.WAL.Exists || !sw.Due(w.st.Path, now) {
+		return
+	}
+	events, err := sw.Check(w.a.ctx, w.st.Path, now)
+	if err != nil {
+		w.log.Debug("stall check", "err", err)
+		return
+	}
+	for _, e := range events {
+		args := []any{"event", e.Event}
+		for k, v := range e.Fields() {
+			if k != "event" && k != "store" {
+				args = append(args, k, v)
+			}
+		}
+		if e.Event == EventStallDetected {
+			w.log.Warn("stall detected", args...)
+		} else {
+			w.log.Info("stall cleared", args...)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -44,8 +45,31 @@ func cmdRun(ctx context.Context, args []string) int {
 		}
 	}
 	override(cfg)
-	log := service.NewLogger(os.Stderr, cfg.Log)
-	agent, err := supervisor.Start(ctx, cfg.AgentOptions(log))
+	base := service.NewLogger(os.Stderr, cfg.Log)
+	var metrics *supervisor.Metrics
+	if cfg.Metrics.Listen != "" {
+		metrics = supervisor.NewMetrics()
+	}
+	alerter := supervisor.NewAlerter(supervisor.AlertConfig{
+		Exec: cfg.Alert.Exec, Timeout: cfg.Alert.Timeout.D, Concurrency: cfg.Alert.Concurrency,
+		RateLimit: cfg.Alert.RateLimit.D, Metrics: metrics,
+	}, base)
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = alerter.Close(closeCtx)
+		cancel()
+	}()
+	log := slog.New(supervisor.AlertHandler(base.Handler(), alerter))
+	slog.SetDefault(log) // packages that log without a logger of their own
+	opts := func(c *service.Config) supervisor.Options {
+		o := c.AgentOptions(log)
+		o.Metrics, o.MetricsListen = metrics, c.Metrics.Listen
+		if c.Stall.Timeout.D > 0 {
+			o.Stall = supervisor.NewStallWatch(supervisor.StallConfig{Timeout: c.Stall.Timeout.D, Metrics: metrics})
+		}
+		return o
+	}
+	agent, err := supervisor.Start(ctx, opts(cfg))
 	if err != nil {
 		log.Error("agent did not start", "err", err)
 		return 1
@@ -62,7 +86,7 @@ func cmdRun(ctx context.Context, args []string) int {
 				continue
 			}
 			override(next)
-			agent.Reload(next.AgentOptions(log))
+			agent.Reload(opts(next))
 		case <-ctx.Done():
 			closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := agent.Close(closeCtx)
