@@ -1,0 +1,397 @@
+package recovery
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// divertedDurableFields are the columns a diverted line may carry beyond
+// the identity, in Hermes' order. They are stored but never hashed, so a
+// line written before they existed keeps its recovery id.
+var divertedDurableFields = []string{
+	"finish_reason", "reasoning", "reasoning_content", "reasoning_details",
+	"codex_reasoning_items", "codex_message_items", "_compressed_summary",
+	"api_content", "display_kind", "display_metadata", "platform_message_id",
+}
+
+func isDurableField(k string) bool {
+	for _, f := range divertedDurableFields {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Record is one replayable line of a diverted JSONL, built by Hermes'
+// record rules.
+type Record struct {
+	Line int // 1-based, counted as Python's universal newlines count
+	// Fields is the record as Hermes builds it: role, content (a str or
+	// null), tool_calls (when a list), tool_name and tool_call_id (when
+	// truthy), timestamp (when not null), then each durable field the line
+	// has. After AssignRecoveryIDs, display_metadata is the merged object.
+	Fields PyValue
+	// RecoveryID is the hash chain's hex digest after this record.
+	RecoveryID string
+	// Repaired: the line held invalid UTF-8, replaced by U+FFFD.
+	Repaired bool
+
+	identity []byte
+}
+
+// Get returns a field of the record.
+func (r Record) Get(key string) (PyValue, bool) { return r.Fields.Get(key) }
+
+// LineIssue is a line that did not become a record.
+type LineIssue struct {
+	Line   int
+	Reason string
+	// Invalid: the line is not a usable JSON object (bad JSON, not an
+	// object, no role, a lone surrogate). Otherwise the line was dropped by
+	// Hermes' rule for blank content without a tool graph.
+	Invalid bool
+}
+
+func (l LineIssue) String() string { return fmt.Sprintf("line %d: %s", l.Line, l.Reason) }
+
+// Diverted is a parsed diverted JSONL.
+type Diverted struct {
+	Lines    int // non-blank lines
+	Blank    int // blank lines, ignored as Hermes ignores them
+	Records  []Record
+	Issues   []LineIssue // invalid and dropped lines, in file order
+	Repaired []int       // lines whose invalid UTF-8 was replaced by U+FFFD
+}
+
+// Invalid returns the issues that are invalid lines.
+func (d Diverted) Invalid() []LineIssue {
+	var out []LineIssue
+	for _, l := range d.Issues {
+		if l.Invalid {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// maxLine bounds one line so a corrupt file cannot take all memory. Hermes
+// has no bound; nothing it writes comes near this.
+const maxLine = 512 << 20
+
+// ParseDivertedFile reads a diverted JSONL read-only. It never modifies the
+// file.
+func ParseDivertedFile(path string) (Diverted, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Diverted{}, fmt.Errorf("read diverted transcript: %w", err)
+	}
+	defer f.Close()
+	d, err := ParseDiverted(f)
+	if err != nil {
+		return d, fmt.Errorf("read diverted transcript %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// ParseDiverted parses a diverted JSONL the way Hermes reads it: text
+// decoded as UTF-8 with errors="replace", lines split by universal newlines
+// (\n, \r\n and a lone \r all end a line), each line json.loads'ed; lines
+// that are not JSON objects are skipped, and the rest go through Hermes'
+// record rules (see buildRecord).
+func ParseDiverted(r io.Reader) (Diverted, error) {
+	var d Diverted
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Split(scanUniversalLines)
+	line := 0
+	for sc.Scan() {
+		line++
+		text, repaired := DecodeUTF8Replace(sc.Bytes())
+		if pyStrip(text) == "" {
+			d.Blank++
+			continue
+		}
+		d.Lines++
+		if repaired {
+			d.Repaired = append(d.Repaired, line)
+		}
+		obj, err := ParsePyJSON(text)
+		if err != nil {
+			d.Issues = append(d.Issues, LineIssue{Line: line, Reason: "invalid JSON: " + err.Error(), Invalid: true})
+			continue
+		}
+		if obj.Kind != PyKindDict {
+			d.Issues = append(d.Issues, LineIssue{Line: line, Reason: "not a JSON object", Invalid: true})
+			continue
+		}
+		fields, issue := buildRecord(obj)
+		if issue != nil {
+			issue.Line = line
+			d.Issues = append(d.Issues, *issue)
+			continue
+		}
+		ident := IdentityJSON(fields)
+		if HasSurrogate(string(ident)) {
+			// Python cannot encode this identity to UTF-8, so Hermes
+			// cannot replay the file at all. Skipping the line without
+			// feeding the chain gives the ids Hermes computes once the
+			// line is removed.
+			d.Issues = append(d.Issues, LineIssue{Line: line, Invalid: true,
+				Reason: "lone UTF-16 surrogate escape in role, content or tool fields (Hermes cannot hash it; remove the line)"})
+			continue
+		}
+		d.Records = append(d.Records, Record{Line: line, Fields: fields, Repaired: repaired, identity: ident})
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return d, fmt.Errorf("line %d is longer than %d MiB: %w", line+1, maxLine>>20, err)
+		}
+		return d, err
+	}
+	return d, nil
+}
+
+// scanUniversalLines splits on \n, \r\n and \r, as Python's text mode
+// does when it reads a file with newline=None.
+func scanUniversalLines(data []byte, atEOF bool) (int, []byte, error) {
+	if atEOF && len(data) == 0 {
+		return 0, nil, nil
+	}
+	if i := bytes.IndexAny(data, "\r\n"); i >= 0 {
+		if data[i] == '\n' {
+			return i + 1, data[:i], nil
+		}
+		if i+1 < len(data) {
+			if data[i+1] == '\n' {
+				return i + 2, data[:i], nil
+			}
+			return i + 1, data[:i], nil
+		}
+		if atEOF {
+			return i + 1, data[:i], nil
+		}
+		return 0, nil, nil // a \r at the end of the buffer: wait for a \n
+	}
+	if atEOF {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// hasToolGraph: a non-empty tool_calls list, or a truthy tool_call_id or
+// tool_name.
+func hasToolGraph(obj PyValue) bool {
+	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == PyKindList && len(calls.List) > 0 {
+		return true
+	}
+	id, _ := obj.Get("tool_call_id")
+	name, _ := obj.Get("tool_name")
+	return id.Truthy() || name.Truthy()
+}
+
+// buildRecord applies Hermes' record rules to one JSON object: role must be
+// a str that is not blank; non-str content becomes json.dumps(content,
+// ensure_ascii=False) (original key order); a record with null or blank
+// content and no tool graph is dropped.
+func buildRecord(obj PyValue) (PyValue, *LineIssue) {
+	role, _ := obj.Get("role")
+	if role.Kind != PyKindStr || pyStrip(role.Str) == "" {
+		return PyValue{}, &LineIssue{Reason: "no role (a non-empty string is required)", Invalid: true}
+	}
+	content, _ := obj.Get("content")
+	if content.Kind != PyKindNull && content.Kind != PyKindStr {
+		content = PyString(content.Dumps(DumpOptions{}))
+	}
+	tools := hasToolGraph(obj)
+	switch {
+	case content.Kind == PyKindNull && !tools:
+		return PyValue{}, &LineIssue{Reason: "null content and no tool calls (dropped, as Hermes drops it)"}
+	case content.Kind == PyKindStr && pyStrip(content.Str) == "" && !tools:
+		return PyValue{}, &LineIssue{Reason: "blank content and no tool calls (dropped, as Hermes drops it)"}
+	}
+	rec := PyValue{Kind: PyKindDict}
+	rec.Set("role", role)
+	rec.Set("content", content)
+	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == PyKindList {
+		rec.Set("tool_calls", calls)
+	}
+	for _, k := range []string{"tool_name", "tool_call_id"} {
+		if v, _ := obj.Get(k); v.Truthy() {
+			rec.Set(k, v)
+		}
+	}
+	if ts, ok := obj.Get("timestamp"); ok && ts.Kind != PyKindNull {
+		rec.Set("timestamp", ts)
+	}
+	for _, k := range divertedDurableFields {
+		if v, ok := obj.Get(k); ok {
+			rec.Set(k, v)
+		}
+	}
+	return rec, nil
+}
+
+// pyFloat is Python's float(v) for a value from JSON, ok=false where
+// Python raises (null, list, dict, a non-numeric str, an int too large).
+// Strings follow float()'s grammar: surrounding whitespace, Unicode
+// decimal digits, one underscore between digits, inf/infinity/nan in any
+// case.
+func pyFloat(v PyValue) (float64, bool) {
+	switch v.Kind {
+	case PyKindBool:
+		if v.Bool {
+			return 1, true
+		}
+		return 0, true
+	case PyKindInt:
+		f, err := strconv.ParseFloat(v.Int, 64)
+		if err != nil {
+			return 0, false // OverflowError
+		}
+		return f, true
+	case PyKindFloat:
+		return v.Float, true
+	case PyKindStr:
+		return pyFloatString(v.Str)
+	}
+	return 0, false
+}
+
+func pyFloatString(s string) (float64, bool) {
+	s = asciiDigits(strings.TrimFunc(s, isFloatSpace))
+	body := s
+	if body != "" && (body[0] == '+' || body[0] == '-') {
+		body = body[1:]
+	}
+	switch strings.ToLower(body) {
+	case "inf", "infinity":
+		if s[0] == '-' {
+			return math.Inf(-1), true
+		}
+		return math.Inf(1), true
+	case "nan":
+		return math.NaN(), true
+	}
+	if !pyFloatGrammar(body) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil && !isRangeErr(err) {
+		return 0, false
+	}
+	return f, true
+}
+
+// isFloatSpace is what float() strips: ASCII " \t\n\v\f\r" and non-ASCII
+// whitespace (CPython maps the latter to ' ' first; ASCII 0x1c-0x1f, which
+// str.isspace accepts, it keeps and then rejects).
+func isFloatSpace(r rune) bool {
+	if r < 0x80 {
+		return r == ' ' || (r >= '\t' && r <= '\r')
+	}
+	return isPySpace(r)
+}
+
+// asciiDigits maps Unicode decimal digits to ASCII, as float() does. Every
+// Nd block is ten code points from 0 to 9, so a digit's value is its
+// offset in its range modulo 10.
+func asciiDigits(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if d, ok := decimalValue(r); ok {
+			b.WriteByte(byte('0' + d))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func decimalValue(r rune) (int, bool) {
+	if r < 0x80 || !unicode.Is(unicode.Nd, r) {
+		return 0, false
+	}
+	for _, rg := range unicode.Nd.R16 {
+		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
+			return int(r-rune(rg.Lo)) % 10, true
+		}
+	}
+	for _, rg := range unicode.Nd.R32 {
+		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
+			return int(r-rune(rg.Lo)) % 10, true
+		}
+	}
+	return 0, false
+}
+
+// pyFloatGrammar checks digitpart ["." [digitpart]] [exponent] |
+// "." digitpart [exponent], where digitpart is digits with single
+// underscores between them.
+func pyFloatGrammar(s string) bool {
+	i := 0
+	digitpart := func() bool {
+		start := i
+		for i < len(s) {
+			switch {
+			case isDigit(s[i]):
+				i++
+			case s[i] == '_' && i > start && i+1 < len(s) && isDigit(s[i+1]):
+				i++
+			default:
+				return i > start
+			}
+		}
+		return i > start
+	}
+	intPart := digitpart()
+	frac := false
+	if i < len(s) && s[i] == '.' {
+		i++
+		frac = digitpart()
+	}
+	if !intPart && !frac {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digitpart() {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// finiteTimestamp is Hermes' _diverted_timestamp: float(value) when it is
+// finite, else none.
+func finiteTimestamp(v PyValue, ok bool) (float64, bool) {
+	if !ok || v.Kind == PyKindNull {
+		return 0, false
+	}
+	f, ok := pyFloat(v)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
