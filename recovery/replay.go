@@ -1,0 +1,334 @@
+package recovery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stateguard/stateguard/store"
+)
+
+// ErrCompressedSession means the target session was closed by a context
+// compression: Hermes refuses to append to it (its history continues in a
+// child session), and so does replay.
+var ErrCompressedSession = errors.New("session was closed by compression")
+
+// ReplayOptions tune a replay.
+type ReplayOptions struct {
+	// SessionID is the session to replay into; default the JSONL file's
+	// stem, as Hermes does.
+	SessionID string
+
+	// Session, when set, is the row to create a missing session from (a
+	// capture's own row for it) instead of Hermes' bare source 'cli'
+	// session. Its id and counters are not used: the session gets the
+	// target id, and the counters count the rows the replay appends.
+	Session *store.Session
+
+	// perRowCommit commits every appended row on its own, the way Hermes
+	// does; only the benchmark uses it, as the baseline.
+	perRowCommit bool
+}
+
+// ReplayReport says what a replay found and did.
+type ReplayReport struct {
+	Path      string // the resolved JSONL path, which seeds the recovery ids
+	SessionID string
+	Lines     int // non-blank lines
+	Records   int // lines that became records
+	// Issues are the lines that did not become records (invalid, or
+	// dropped by Hermes' blank-content rule), in file order.
+	Issues []LineIssue
+	// Repaired are lines that held invalid UTF-8; they were replayed with
+	// U+FFFD in place of the bad bytes, as Hermes reads them.
+	Repaired       []int
+	SessionCreated bool
+	AlreadyPresent int     // leading records found in the store
+	Appended       int     // records appended
+	AppendedIDs    []int64 // the new rows, in order
+}
+
+// Partial reports whether some line was skipped or altered: the replay did
+// what it could, but the file did not come through whole.
+func (r ReplayReport) Partial() bool { return len(r.Issues) > 0 || len(r.Repaired) > 0 }
+
+// SessionIDFor is the session a JSONL replays into: id when given (with
+// surrounding whitespace removed, as Hermes strips it), else the file
+// name's stem as Python's Path.stem has it.
+func SessionIDFor(jsonlPath, id string) string {
+	if id = strings.TrimSpace(id); id != "" {
+		return id
+	}
+	name := filepath.Base(jsonlPath)
+	if i := strings.LastIndexByte(name, '.'); i > 0 && i < len(name)-1 {
+		return name[:i]
+	}
+	return name
+}
+
+// loadDiverted reads and parses the JSONL and computes its recovery ids.
+// It only ever opens the file read-only.
+func loadDiverted(jsonlPath, sessionID string) (string, string, Diverted, error) {
+	sid := SessionIDFor(jsonlPath, sessionID)
+	if sid == "" {
+		return "", "", Diverted{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
+	}
+	fi, err := os.Stat(jsonlPath)
+	if err != nil {
+		return "", "", Diverted{}, fmt.Errorf("replay: diverted transcript: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", "", Diverted{}, fmt.Errorf("replay: diverted transcript %s is not a regular file", jsonlPath)
+	}
+	resolved, err := ResolveJSONLPath(jsonlPath)
+	if err != nil {
+		return "", "", Diverted{}, fmt.Errorf("replay: %w", err)
+	}
+	d, err := ParseDivertedFile(resolved)
+	if err != nil {
+		return "", "", Diverted{}, err
+	}
+	AssignRecoveryIDs(resolved, d.Records)
+	return resolved, sid, d, nil
+}
+
+// ReplayFile opens the store at dbPath writable (see store.OpenWritable),
+// replays jsonlPath into it and closes it.
+func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+	resolved, sid, d, err := loadDiverted(jsonlPath, opts.SessionID)
+	if err != nil {
+		return ReplayReport{}, err
+	}
+	w, err := store.OpenWritable(ctx, dbPath)
+	if err != nil {
+		return newReport(resolved, sid, d), fmt.Errorf("replay %s: %w", jsonlPath, err)
+	}
+	defer w.Close()
+	return replay(ctx, w, resolved, sid, d, opts)
+}
+
+// Replay appends the records of a diverted JSONL that the session does not
+// have yet, exactly once, by Hermes' algorithm: create the session (source
+// cli) if missing; give every record its recovery id; skip the longest
+// prefix of records already in the session, walking its rows in id order
+// with one forward-only cursor (a row with a recovery id matches only that
+// id; a legacy row matches a record with an equal finite timestamp and
+// equal role, content, tool_call_id, tool_name and tool_calls); append the
+// rest with all their fields. Unlike Hermes, the whole job is one
+// transaction: a retry never duplicates and a failure never half-applies.
+//
+// The JSONL is only read, never modified or deleted.
+func Replay(ctx context.Context, w *store.Writable, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+	resolved, sid, d, err := loadDiverted(jsonlPath, opts.SessionID)
+	if err != nil {
+		return ReplayReport{}, err
+	}
+	return replay(ctx, w, resolved, sid, d, opts)
+}
+
+func newReport(resolved, sid string, d Diverted) ReplayReport {
+	return ReplayReport{Path: resolved, SessionID: sid, Lines: d.Lines, Records: len(d.Records),
+		Issues: d.Issues, Repaired: d.Repaired}
+}
+
+func replay(ctx context.Context, w *store.Writable, resolved, sid string, d Diverted, opts ReplayOptions) (ReplayReport, error) {
+	rep := newReport(resolved, sid, d)
+	now := float64(time.Now().UnixNano()) / 1e9
+	var rest []Record
+	job := func(tx *store.Tx) error {
+		rep.SessionCreated, rep.AlreadyPresent, rep.Appended, rep.AppendedIDs = false, 0, 0, nil
+		created, closed, err := ensureSession(tx, sid, opts.Session)
+		if err != nil {
+			return err
+		}
+		rep.SessionCreated = created
+		dest, err := store.ReadMessages(tx.Context(), tx, sid)
+		if err != nil {
+			return err
+		}
+		rep.AlreadyPresent = alreadyPersisted(dest, d.Records)
+		rest = d.Records[rep.AlreadyPresent:]
+		if closed && len(rest) > 0 {
+			return fmt.Errorf("session %s: %w; replay into the session that continues it (--session-id)", sid, ErrCompressedSession)
+		}
+		if opts.perRowCommit {
+			return nil
+		}
+		for i, r := range rest {
+			id, err := tx.AppendMessage(recordMessage(sid, r, now+float64(i)*1e-6))
+			if err != nil {
+				return fmt.Errorf("line %d: %w", r.Line, err)
+			}
+			rep.AppendedIDs = append(rep.AppendedIDs, id)
+		}
+		rep.Appended = len(rest)
+		return nil
+	}
+	if err := w.InTx(ctx, job); err != nil {
+		return rep, fmt.Errorf("replay %s into session %s of %s: %w (nothing was written; the file is unchanged, retry is safe)",
+			resolved, sid, w.Path(), err)
+	}
+	if opts.perRowCommit {
+		for i, r := range rest {
+			err := w.InTx(ctx, func(tx *store.Tx) error {
+				id, err := tx.AppendMessage(recordMessage(sid, r, now+float64(i)*1e-6))
+				if err == nil {
+					rep.AppendedIDs = append(rep.AppendedIDs, id)
+				}
+				return err
+			})
+			if err != nil {
+				return rep, fmt.Errorf("replay %s line %d: %w", resolved, r.Line, err)
+			}
+			rep.Appended++
+		}
+	}
+	return rep, nil
+}
+
+// ensureSession creates a missing session, from the template when there
+// is one, else as Hermes' import does (source cli, started now). It
+// reports whether an existing session was closed by compression, which
+// Hermes never appends to.
+func ensureSession(tx *store.Tx, sid string, template *store.Session) (created, closed bool, err error) {
+	s, err := store.ReadSession(tx.Context(), tx, sid)
+	switch {
+	case errors.Is(err, store.ErrNoSession):
+		n := store.Session{ID: sid, Source: "cli"}
+		if template != nil {
+			n = *template
+			n.ID = sid
+			n.MessageCount = sql.NullInt64{Int64: 0, Valid: true}
+			n.ToolCallCount = sql.NullInt64{Int64: 0, Valid: true}
+			if n.Source == "" {
+				n.Source = "cli"
+			}
+		}
+		return true, false, tx.CreateSession(n)
+	case err != nil:
+		return false, false, err
+	}
+	return false, s.EndedAt.Valid && s.EndReason.Valid && s.EndReason.String == "compression", nil
+}
+
+// alreadyPersisted is how many leading records the destination already
+// has, in its id order with other rows allowed between them.
+func alreadyPersisted(dest []store.Message, recs []Record) int {
+	j := 0
+	for i, r := range recs {
+		found := false
+		for j < len(dest) {
+			row := &dest[j]
+			j++
+			if sameRow(row, r) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return i
+		}
+	}
+	return len(recs)
+}
+
+// sameRow is Hermes' _same_diverted_row: a recovery id on the row is
+// proof either way; a legacy row needs a finite timestamp equal to the
+// record's, and equal content identity.
+func sameRow(row *store.Message, r Record) bool {
+	if id, ok := rowRecoveryID(row); ok {
+		return id.Kind == PyKindStr && id.Str == r.RecoveryID
+	}
+	ts, ok := finiteTimestamp(r.Get("timestamp"))
+	if !ok || !row.Timestamp.Valid || row.Timestamp.Float64 != ts {
+		return false
+	}
+	role, _ := r.Get("role")
+	content, _ := r.Get("content")
+	callID, _ := r.Get("tool_call_id")
+	name, _ := r.Get("tool_name")
+	calls, _ := r.Get("tool_calls")
+	return PyEqual(PyString(row.Role), role) &&
+		PyEqual(rowContent(row.Content), content) &&
+		PyEqual(nullText(row.ToolCallID), callID) &&
+		PyEqual(nullText(row.ToolName), name) &&
+		rowCallsKey(row.ToolCalls) == callsKey(calls)
+}
+
+// rowRecoveryID reads display_metadata as Hermes decodes it (up to two
+// JSON string layers; anything but an object counts as none) and returns
+// its diverted_recovery_id when that is not null.
+func rowRecoveryID(row *store.Message) (PyValue, bool) {
+	if !row.DisplayMetadata.Valid {
+		return PyValue{}, false
+	}
+	meta := PyString(row.DisplayMetadata.String)
+	for range 2 {
+		if meta.Kind != PyKindStr {
+			break
+		}
+		v, err := ParsePyJSON(meta.Str)
+		if err != nil {
+			return PyValue{}, false
+		}
+		meta = v
+	}
+	id, ok := meta.Get(RecoveryIDKey)
+	if !ok || id.Kind == PyKindNull {
+		return PyValue{}, false
+	}
+	return id, true
+}
+
+func nullText(s sql.NullString) PyValue {
+	if !s.Valid {
+		return PyValue{}
+	}
+	return PyString(s.String)
+}
+
+// Structured content is stored behind a sentinel prefix (legacy \x00,
+// current \x01) and decoded by Hermes before it compares.
+var contentJSONPrefixes = []string{"\x00json:", "\x01json:"}
+
+func rowContent(s sql.NullString) PyValue {
+	if !s.Valid {
+		return PyValue{}
+	}
+	for _, p := range contentJSONPrefixes {
+		if rest, ok := strings.CutPrefix(s.String, p); ok {
+			if v, err := ParsePyJSON(rest); err == nil {
+				return v
+			}
+		}
+	}
+	return PyString(s.String)
+}
+
+// callsKey is json.dumps(calls, sort_keys=True) for a list, else none.
+// The escaping differs from Python's ensure_ascii default, which does not
+// change which keys are equal.
+func callsKey(calls PyValue) string {
+	if calls.Kind != PyKindList {
+		return "\x00none"
+	}
+	return calls.Dumps(DumpOptions{SortKeys: true})
+}
+
+// rowCallsKey decodes a stored tool_calls as Hermes does: non-empty text
+// that is not JSON counts as an empty list.
+func rowCallsKey(s sql.NullString) string {
+	if !s.Valid || s.String == "" {
+		return callsKey(PyValue{})
+	}
+	v, err := ParsePyJSON(s.String)
+	if err != nil {
+		v = PyValue{Kind: PyKindList}
+	}
+	return callsKey(v)
+}
