@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/stateguard/stateguard/service"
+)
+
+func init() {
+	register(command{
+		name:    "doctor",
+		summary: "check the host, the config, the daemon and every store; explain what to fix",
+		run:     runDoctorVerb,
+	})
+}
+
+func runDoctorVerb(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	asJSON := fs.Bool("json", false, "print the checks as JSON")
+	configPath := fs.String("config", "", "agentd's config file (default "+service.SystemConfigPath+" as root, $XDG_CONFIG_HOME/stateguard/agent.toml otherwise)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: agentctl doctor [--json] [--config FILE]")
+		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.stderr, "Checks privileges, /proc hidepid, inotify limits, the embedded SQLite, the")
+		fmt.Fprintln(e.stderr, "config, the daemon, the service install, the state directory, every store's")
+		fmt.Fprintln(e.stderr, "owner and mode, waiting captures and failing replay jobs.")
+		fmt.Fprintln(e.stderr)
+		fs.PrintDefaults()
+		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.stderr, "Exit codes: 0 nothing needs action (warnings may remain), 1 something failed, 2 usage.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "agentctl doctor: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	in := defaultDoctorInput(e.getenv)
+	if *configPath != "" {
+		in.configPath, in.configExplicit = *configPath, true
+	}
+	checks := runDoctor(ctx, in)
+	if *asJSON {
+		return writeDoctorJSON(e.stdout, checks)
+	}
+	return writeDoctorText(e.stdout, checks)
+}
+
+// defaultDoctorInput looks at the real host.
+func defaultDoctorInput(getenv func(string) string) doctorInput {
+	euid := os.Geteuid()
+	return doctorInput{
+		goos:         runtime.GOOS,
+		euid:         euid,
+		getenv:       getenv,
+		configPath:   service.DefaultConfigPath(getenv, euid),
+		mountinfo:    "/proc/self/mountinfo",
+		maxWatches:   "/proc/sys/fs/inotify/max_user_watches",
+		maxInstances: "/proc/sys/fs/inotify/max_user_instances",
+		now:          time.Now(),
+		timeout:      2 * time.Second,
+	}
+}
+
+func needsAction(checks []checkResult) bool {
+	for _, c := range checks {
+		if c.Status == statusFail {
+			return true
+		}
+	}
+	return false
+}
+
+func doctorExit(checks []checkResult) int {
+	if needsAction(checks) {
+		return exitError
+	}
+	return exitOK
+}
+
+func writeDoctorJSON(w io.Writer, checks []checkResult) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		Checks      []checkResult `json:"checks"`
+		NeedsAction bool          `json:"needs_action"`
+	}{checks, needsAction(checks)}); err != nil {
+		return exitError
+	}
+	return doctorExit(checks)
+}
+
+func writeDoctorText(w io.Writer, checks []checkResult) int {
+	fails, warns := 0, 0
+	for _, c := range checks {
+		label := map[checkStatus]string{statusOK: "ok", statusWarn: "WARN", statusFail: "FAIL"}[c.Status]
+		fmt.Fprintf(w, "%-5s %-13s %s\n", label, c.Name, oneLine(c.Summary))
+		for _, d := range c.Details {
+			fmt.Fprintf(w, "%-19s - %s\n", "", oneLine(d))
+		}
+		if c.Fix != "" && c.Status != statusOK {
+			fmt.Fprintf(w, "%-19s fix: %s\n", "", oneLine(c.Fix))
+		}
+		switch c.Status {
+		case statusFail:
+			fails++
+		case statusWarn:
+			warns++
+		}
+	}
+	fmt.Fprintln(w)
+	switch {
+	case fails > 0:
+		fmt.Fprintf(w, "%d check(s) need action, %d warning(s).\n", fails, warns)
+	case warns > 0:
+		fmt.Fprintf(w, "Nothing needs action; %d warning(s).\n", warns)
+	default:
+		fmt.Fprintln(w, "Everything checks out.")
+	}
+	return doctorExit(checks)
+}
+
+// oneLine keeps a path or an error with a newline from breaking the layout.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

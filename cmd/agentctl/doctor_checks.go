@@ -1,0 +1,626 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stateguard/stateguard/service"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+type checkStatus string
+
+const (
+	statusOK   checkStatus = "ok"
+	statusWarn checkStatus = "warn"
+	statusFail checkStatus = "fail"
+)
+
+// checkResult is one line of the doctor's report. Fix is one line the
+// operator can act on; it is empty when there is nothing to do.
+type checkResult struct {
+	Name    string      `json:"name"`
+	Status  checkStatus `json:"status"`
+	Summary string      `json:"summary"`
+	Details []string    `json:"details,omitempty"`
+	Fix     string      `json:"fix,omitempty"`
+}
+
+// doctorInput is everything the checks read of the host, so a test can
+// plant each problem: /proc files, sysctl files, the euid.
+type doctorInput struct {
+	goos           string
+	euid           int
+	getenv         func(string) string
+	configPath     string
+	configExplicit bool
+	// procStatus is the status file whose Uid and CapEff are checked;
+	// "" means the running agentd's (pid from its lock file), else
+	// /proc/self/status.
+	procStatus   string
+	mountinfo    string
+	maxWatches   string // sysctl fs.inotify.max_user_watches as a file
+	maxInstances string
+	// discover is where stores are looked for; the config's homes and
+	// stores are added.
+	discover store.DiscoverOptions
+	// unitPaths are the service files that count as installed; nil means
+	// the native manager's system and user paths.
+	unitPaths []string
+	now       time.Time
+	timeout   time.Duration // for the daemon probe
+}
+
+// doctorHost is what the checks learned once and share.
+type doctorHost struct {
+	cfg      *service.Config
+	stateDir string
+	homes    []store.Home
+	stores   []store.Store
+	problems []store.Problem
+	journal  journalFacts
+}
+
+func runDoctor(ctx context.Context, in doctorInput) []checkResult {
+	var out []checkResult
+	cfg, res := checkConfig(in)
+	out = append(out, res)
+	h := doctorHost{cfg: cfg, stateDir: cfg.StateDir}
+	if h.stateDir == "" {
+		h.stateDir = supervisor.DefaultStateDir(in.getenv, in.euid)
+	}
+	h.homes, h.stores, h.problems = discoverForDoctor(in, cfg)
+	h.journal = readJournal(ctx, h.stateDir, in.now)
+
+	proc := readProcStatusFor(in, h.stateDir)
+	out = append(out, checkPrivileges(in, proc))
+	out = append(out, checkHidepid(in, proc))
+	out = append(out, checkInotify(in, watchDirs(h.homes, h.stores)))
+	out = append(out, checkSQLite(ctx))
+	out = append(out, checkDaemon(ctx, in, cfg))
+	out = append(out, checkServiceInstalled(in))
+	out = append(out, checkStateDir(h.stateDir, in.euid))
+	out = append(out, checkStores(h.stores, h.problems))
+	out = append(out, checkCaptures(h.stores, h.journal))
+	out = append(out, checkReplayJobs(h.journal))
+	out = append(out, checkGuard(cfg, h.journal))
+	return out
+}
+
+func checkConfig(in doctorInput) (*service.Config, checkResult) {
+	r := checkResult{Name: "config"}
+	cfg, err := service.Load(in.configPath, in.configExplicit)
+	if err != nil {
+		cfg = &service.Config{}
+		cfg.ApplyDefaults()
+		r.Status, r.Summary = statusFail, err.Error()
+		r.Fix = "correct the named key; a running agentd keeps its last good config until then (the other checks use the defaults)"
+		return cfg, r
+	}
+	r.Status = statusOK
+	if cfg.Path == "" {
+		r.Summary = fmt.Sprintf("no config file at %s: agentd runs with the defaults", orNone(in.configPath))
+	} else {
+		r.Summary = cfg.Path + " is valid"
+	}
+	return cfg, r
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no path: HOME unset)"
+	}
+	return s
+}
+
+func discoverForDoctor(in doctorInput, cfg *service.Config) ([]store.Home, []store.Store, []store.Problem) {
+	o := in.discover
+	if o.Getenv == nil {
+		o.Getenv = in.getenv
+	}
+	o.ExtraHomes = append(append([]string(nil), o.ExtraHomes...), cfg.Homes...)
+	for _, s := range cfg.Stores {
+		o.ExtraStores = append(o.ExtraStores, s.Path)
+	}
+	if cfg.DiscoverUsers != nil && !*cfg.DiscoverUsers {
+		o.CurrentUserOnly = true
+	}
+	homes, _ := store.DiscoverHomes(o)
+	stores, problems := store.Discover(o)
+	return homes, stores, problems
+}
+
+// watchDirs are the directories agentd puts an inotify watch on: every
+// store's directory, every home, and every home's profiles/ (to see new
+// profiles appear).
+func watchDirs(homes []store.Home, stores []store.Store) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(d string) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, h := range homes {
+		add(h.Root)
+		if fi, err := os.Stat(filepath.Join(h.Root, "profiles")); err == nil && fi.IsDir() {
+			add(filepath.Join(h.Root, "profiles"))
+		}
+	}
+	for _, s := range stores {
+		add(s.Dir())
+	}
+	return out
+}
+
+// procStatus is what the privilege checks need of /proc/<pid>/status.
+type procStatus struct {
+	who    string // "agentd (pid N)" or "agentctl (uid N)"
+	euid   int
+	capEff uint64
+	err    error
+}
+
+// Capability bits (linux/capability.h) of service.Capabilities.
+var neededCaps = []struct {
+	name string
+	bit  uint
+}{{"CAP_SYS_PTRACE", 19}, {"CAP_DAC_READ_SEARCH", 2}, {"CAP_KILL", 5}, {"CAP_CHOWN", 0}, {"CAP_FOWNER", 3}}
+
+// readProcStatusFor reads the running agentd's status when its lock file
+// names a live pid, since the daemon's privileges are what matter; else
+// this process's, which is what `agentd run` from here would get.
+func readProcStatusFor(in doctorInput, stateDir string) procStatus {
+	if in.goos != "linux" {
+		return procStatus{who: fmt.Sprintf("uid %d", in.euid), euid: in.euid}
+	}
+	path, who := in.procStatus, fmt.Sprintf("this user (uid %d; agentd is not running)", in.euid)
+	if path == "" {
+		path = "/proc/self/status"
+		// The lock file keeps the pid of an agent that died; only a live
+		// process that is an agentd counts (never lock the file to find
+		// out: a starting agent would take that for another instance).
+		if pid := lockPid(stateDir); pid > 0 {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasPrefix(filepath.Base(exe), "agentd") {
+				path, who = fmt.Sprintf("/proc/%d/status", pid), fmt.Sprintf("agentd (pid %d)", pid)
+			}
+		}
+	} else {
+		who = fmt.Sprintf("uid %d", in.euid)
+	}
+	ps := parseProcStatus(path)
+	ps.who = who
+	if ps.euid < 0 {
+		ps.euid = in.euid
+	}
+	return ps
+}
+
+func lockPid(stateDir string) int {
+	if stateDir == "" {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, supervisor.LockFile))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func parseProcStatus(path string) procStatus {
+	ps := procStatus{euid: -1}
+	f, err := os.Open(path)
+	if err != nil {
+		ps.err = err
+		return ps
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	found := false
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		switch {
+		case k == "CapEff" && len(fields) == 1:
+			ps.capEff, err = strconv.ParseUint(fields[0], 16, 64)
+			if err != nil {
+				ps.err = fmt.Errorf("%s: CapEff %q: %w", path, fields[0], err)
+				return ps
+			}
+			found = true
+		case k == "Uid" && len(fields) >= 2:
+			if uid, err := strconv.Atoi(fields[1]); err == nil {
+				ps.euid = uid
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		ps.err = fmt.Errorf("read %s: %w", path, err)
+	} else if !found {
+		ps.err = fmt.Errorf("%s has no CapEff line", path)
+	}
+	return ps
+}
+
+func missingCaps(eff uint64) []string {
+	var out []string
+	for _, c := range neededCaps {
+		if eff&(1<<c.bit) == 0 {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+const capsFix = "run the system service as root (`sudo agentd install`), or grant the capabilities: `sudo setcap cap_sys_ptrace,cap_dac_read_search,cap_kill,cap_chown,cap_fowner+ep $(command -v agentd)`"
+
+func checkPrivileges(in doctorInput, ps procStatus) checkResult {
+	r := checkResult{Name: "privileges"}
+	if in.goos != "linux" {
+		if in.euid == 0 {
+			r.Status, r.Summary = statusOK, "running as root"
+			return r
+		}
+		r.Status = statusWarn
+		r.Summary = fmt.Sprintf("uid %d is not root: only your own processes can be scanned and frozen", in.euid)
+		r.Fix = "install the system service as root: `sudo agentd install`"
+		return r
+	}
+	if ps.err != nil {
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot read the capabilities of %s: %v", ps.who, ps.err)
+		r.Fix = "run agentctl doctor as root or as agentd's user"
+		return r
+	}
+	missing := missingCaps(ps.capEff)
+	switch {
+	case len(missing) == 0 && ps.euid == 0:
+		r.Status, r.Summary = statusOK, fmt.Sprintf("%s runs as root with every capability it needs", ps.who)
+	case len(missing) == 0:
+		r.Status, r.Summary = statusOK, fmt.Sprintf("%s has %s", ps.who, capNames())
+	case ps.euid == 0:
+		// Root with a reduced bounding set: a container without
+		// --cap-add, or a unit that drops them.
+		r.Status = statusFail
+		r.Summary = fmt.Sprintf("%s is root but lacks %s: other users' holders cannot be scanned or frozen", ps.who, strings.Join(missing, " "))
+		r.Fix = "grant " + strings.Join(missing, " ") + " (the unit's CapabilityBoundingSet, or docker --cap-add)"
+	default:
+		// The per-user service runs like this by design, so it is a
+		// warning, but its limits are real: a root process holding a
+		// store cannot be inspected, so such scans say unknown.
+		r.Status = statusWarn
+		r.Summary = fmt.Sprintf("%s is not root and lacks %s: processes of other users (root's backups and restores too) cannot be inspected or frozen, so holder scans say unknown", ps.who, strings.Join(missing, " "))
+		r.Fix = capsFix
+	}
+	return r
+}
+
+func capNames() string {
+	var n []string
+	for _, c := range neededCaps {
+		n = append(n, c.name)
+	}
+	return strings.Join(n, " ")
+}
+
+// checkHidepid reads /proc's mount options: with hidepid, a process of
+// another user is invisible to an unprivileged scan, which then cannot
+// even say it is blind.
+func checkHidepid(in doctorInput, ps procStatus) checkResult {
+	r := checkResult{Name: "proc hidepid"}
+	if in.goos != "linux" {
+		r.Status, r.Summary = statusOK, "not applicable on "+in.goos
+		return r
+	}
+	opts, err := procMountOptions(in.mountinfo)
+	if err != nil {
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot tell how /proc is mounted: %v", err)
+		r.Fix = "check `findmnt /proc`: with hidepid, run agentd as root"
+		return r
+	}
+	hide := ""
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, "hidepid="); ok && v != "0" && v != "off" {
+			hide = o
+		}
+	}
+	switch {
+	case hide == "":
+		r.Status, r.Summary = statusOK, "/proc shows every process ("+opts+")"
+	case ps.err == nil && ps.capEff&(1<<19) != 0:
+		r.Status, r.Summary = statusOK, fmt.Sprintf("/proc is mounted %s, but %s has CAP_SYS_PTRACE and sees every process", hide, ps.who)
+	default:
+		r.Status = statusWarn
+		r.Summary = fmt.Sprintf("/proc is mounted %s: %s cannot see other users' processes, so a holder they run is missed", hide, ps.who)
+		r.Fix = "run agentd as root (or with CAP_SYS_PTRACE), or add its user to the group named by the /proc mount's gid= option"
+	}
+	return r
+}
+
+// procMountOptions returns the super options of the proc mount at /proc.
+func procMountOptions(mountinfo string) (string, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	opts, found := "", false
+	for sc.Scan() {
+		// id parent maj:min root mountpoint options [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if len(a) < 5 || len(b) < 3 || a[4] != "/proc" || b[0] != "proc" {
+			continue
+		}
+		opts, found = b[2], true // the last mount at /proc wins, as it hides the others
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("read %s: %w", mountinfo, err)
+	}
+	if !found {
+		return "", fmt.Errorf("no proc mount at /proc in %s", mountinfo)
+	}
+	return opts, nil
+}
+
+// inotifyHeadroom is how many watches beyond agentd's own the per-user
+// budget should leave: the limit counts every program of that user.
+const inotifyHeadroom = 1024
+
+func checkInotify(in doctorInput, dirs []string) checkResult {
+	r := checkResult{Name: "inotify"}
+	if in.goos != "linux" {
+		r.Status, r.Summary = statusOK, fmt.Sprintf("not applicable on %s (%d directories to watch)", in.goos, len(dirs))
+		return r
+	}
+	watches, werr := readSysctlInt(in.maxWatches)
+	instances, ierr := readSysctlInt(in.maxInstances)
+	if err := errors.Join(werr, ierr); err != nil {
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot read the inotify limits: %v", err)
+		r.Fix = "check `sysctl fs.inotify`"
+		return r
+	}
+	need := len(dirs)
+	r.Summary = fmt.Sprintf("max_user_watches=%d, max_user_instances=%d for %d directories to watch", watches, instances, need)
+	fix := fmt.Sprintf("raise it: `sudo sysctl -w fs.inotify.max_user_watches=%d fs.inotify.max_user_instances=%d`, and persist that in /etc/sysctl.d/90-stateguard.conf",
+		max(watches, 2*(need+inotifyHeadroom)), max(instances, 512))
+	switch {
+	case watches < need || instances < 1:
+		r.Status = statusFail
+		r.Details = []string{fmt.Sprintf("agentd needs %d watches (one per store directory, home and profiles/ directory); without them some stores are only seen by the reconcile loop, seconds late", need)}
+		r.Fix = fix
+	case watches < need+inotifyHeadroom || instances < 8:
+		r.Status = statusWarn
+		r.Details = []string{"the limits are per user and shared with every other program of that user (editors, file managers)"}
+		r.Fix = fix
+	default:
+		r.Status = statusOK
+	}
+	return r
+}
+
+func readSysctlInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// minSQLite is the first release with the WAL-reset fix DESIGN.md relies
+// on.
+const minSQLite = "3.51.3"
+
+func checkSQLite(ctx context.Context) checkResult {
+	r := checkResult{Name: "sqlite"}
+	v, err := embeddedSQLiteVersion(ctx)
+	if err != nil {
+		r.Status, r.Summary = statusFail, fmt.Sprintf("cannot ask the embedded SQLite its version: %v", err)
+		r.Fix = "reinstall agentctl; the build is broken"
+		return r
+	}
+	if !versionAtLeast(v, minSQLite) {
+		r.Status = statusFail
+		r.Summary = fmt.Sprintf("embedded SQLite %s is older than %s, which fixes a WAL-reset corruption", v, minSQLite)
+		r.Fix = "upgrade stateguard (a build with modernc.org/sqlite embedding SQLite ≥ " + minSQLite + ")"
+		return r
+	}
+	r.Status, r.Summary = statusOK, fmt.Sprintf("embedded SQLite %s (≥ %s)", v, minSQLite)
+	return r
+}
+
+func embeddedSQLiteVersion(ctx context.Context) (string, error) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var v string
+	err = db.QueryRowContext(ctx, "select sqlite_version()").Scan(&v)
+	return v, err
+}
+
+// versionAtLeast compares dotted decimal versions; a malformed one is
+// never new enough.
+func versionAtLeast(v, min string) bool {
+	a, b := strings.Split(v, "."), strings.Split(min, ".")
+	for i := range max(len(a), len(b)) {
+		x, y := 0, 0
+		var err error
+		if i < len(a) {
+			if x, err = strconv.Atoi(a[i]); err != nil {
+				return false
+			}
+		}
+		if i < len(b) {
+			y, _ = strconv.Atoi(b[i])
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return true
+}
+
+// checkDaemon asks agentd for its status over the control socket: the
+// config's socket, $STATEGUARD_SOCKET, or the default path.
+func checkDaemon(ctx context.Context, in doctorInput, cfg *service.Config) checkResult {
+	r := checkResult{Name: "daemon"}
+	path := cfg.Socket
+	if path == "" {
+		path = in.getenv("STATEGUARD_SOCKET")
+	}
+	if path == "" {
+		if dir := supervisor.DefaultRuntimeDir(in.getenv, in.euid); dir != "" {
+			path = filepath.Join(dir, supervisor.SocketFile)
+		}
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case path == "" || errors.Is(err, fs.ErrNotExist):
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("agentd is not running (no control socket at %s)", orNone(path))
+		r.Fix = "`agentd start` (installed service) or `agentd run` in a terminal"
+		return r
+	case err != nil:
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot look at the control socket %s: %v", path, err)
+		r.Fix = "run agentctl doctor as root or as agentd's user"
+		return r
+	case fi.Mode().Type() != fs.ModeSocket:
+		r.Status, r.Summary = statusFail, fmt.Sprintf("%s is not a socket (%s): agentd cannot listen there", path, fi.Mode().Type())
+		r.Fix = "move it away, then `agentd restart`"
+		return r
+	}
+	timeout := in.timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	hc := &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		DisableKeepAlives: true,
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agentd/v1/status", nil)
+	if err != nil {
+		r.Status, r.Summary = statusFail, err.Error()
+		return r
+	}
+	resp, err := hc.Do(req)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		r.Status, r.Summary = statusFail, fmt.Sprintf("the control socket %s exists but nobody listens: agentd died without cleaning up", path)
+		r.Fix = "`agentd restart`, and look at its log (`journalctl -u " + service.UnitName + "`) for why it stopped"
+	case errors.Is(err, fs.ErrPermission):
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("uid %d may not connect to %s", in.euid, path)
+		r.Fix = "run agentctl doctor as root or as agentd's user"
+	case err != nil:
+		r.Status, r.Summary = statusFail, fmt.Sprintf("agentd does not answer on %s: %v", path, err)
+		r.Fix = "`agentd restart`; if it hangs again, send SIGQUIT and report the stack dump"
+	default:
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			r.Status, r.Summary = statusOK, "agentd answers on "+path
+		} else {
+			r.Status, r.Summary = statusWarn, fmt.Sprintf("agentd on %s answered HTTP %d to GET /v1/status", path, resp.StatusCode)
+			r.Fix = "run agentctl doctor as root or as agentd's user (the socket admits only those)"
+		}
+	}
+	return r
+}
+
+func checkServiceInstalled(in doctorInput) checkResult {
+	r := checkResult{Name: "service"}
+	paths := in.unitPaths
+	if paths == nil {
+		kind := service.NativeKind()
+		if kind == "" {
+			r.Status, r.Summary = statusOK, "no supported service manager on "+in.goos+": start `agentd run` from your init system"
+			return r
+		}
+		for _, s := range []service.Scope{service.SystemScope, service.UserScope} {
+			if p, err := service.UnitPath(kind, s, in.getenv); err == nil {
+				paths = append(paths, p)
+			}
+		}
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			r.Status, r.Summary = statusOK, "installed: "+p
+			return r
+		}
+	}
+	r.Status = statusWarn
+	r.Summary = "agentd is not installed as a service (none of " + strings.Join(paths, ", ") + "): it will not start at boot"
+	r.Fix = "`sudo agentd install` (every user's stores), or `agentd install --user` (your own)"
+	return r
+}
+
+func checkStateDir(dir string, euid int) checkResult {
+	r := checkResult{Name: "state dir"}
+	if dir == "" {
+		r.Status, r.Summary = statusFail, "no state directory: HOME and XDG_STATE_HOME are unset"
+		r.Fix = "set state_dir in the config"
+		return r
+	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.Status, r.Summary = statusOK, dir+" does not exist yet: agentd creates it (0700) when it first starts"
+		return r
+	case err != nil:
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot look at %s: %v", dir, err)
+		r.Fix = "run agentctl doctor as root or as agentd's user"
+		return r
+	case fi.Mode()&fs.ModeSymlink != 0:
+		r.Status, r.Summary = statusFail, dir+" is a symlink: agentd refuses it"
+		r.Fix = "set state_dir to the real directory"
+		return r
+	case !fi.IsDir():
+		r.Status, r.Summary = statusFail, dir+" is not a directory"
+		r.Fix = "move it aside; agentd creates the directory"
+		return r
+	case fi.Mode().Perm()&0o022 != 0:
+		r.Status, r.Summary = statusFail, fmt.Sprintf("%s has mode %04o: others could swap the journal; agentd refuses it", dir, fi.Mode().Perm())
+		r.Fix = "chmod 700 " + dir
+		return r
+	}
+	if uid, ok := fileUID(fi); ok && uid != euid {
+		r.Status, r.Summary = statusFail, fmt.Sprintf("%s is owned by uid %d, not %d: agentd running as uid %d refuses it", dir, uid, euid, euid)
+		r.Fix = fmt.Sprintf("chown %d %s, or run agentctl doctor as the agent's user", euid, dir)
+		return r
+	}
+	if err := canWrite(dir); err != nil {
+		r.Status, r.Summary = statusFail, fmt.Sprintf("%s is not writable: %v", dir, err)
+		r.Fix = "check the mount (read-only?) and the directory's owner"
+		return r
+	}
+	r.Status, r.Summary = statusOK, dir+" is private and writable"
+	return r
+}

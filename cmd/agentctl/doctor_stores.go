@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/stateguard/stateguard/service"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+// checkStores looks at every store's files and directory the way agentd
+// and Hermes need them: files 0600 and owned like their directory, the
+// directory not writable by group or others.
+func checkStores(stores []store.Store, problems []store.Problem) checkResult {
+	r := checkResult{Name: "stores"}
+	worst := statusOK
+	// The top-level fix is the first one of the worst problem; every
+	// detail carries its own.
+	flag := func(s checkStatus, detail, fix string) {
+		r.Details = append(r.Details, detail+"; fix: "+fix)
+		if statusRank(s) > statusRank(worst) {
+			worst, r.Fix = s, fix
+		}
+	}
+	seenDir := map[string]bool{}
+	present := 0
+	for _, s := range stores {
+		dir := s.Dir()
+		dfi, err := os.Stat(dir)
+		if err != nil {
+			continue
+		}
+		if !seenDir[dir] {
+			seenDir[dir] = true
+			if perm := dfi.Mode().Perm(); perm&0o022 != 0 {
+				flag(statusFail, fmt.Sprintf("directory %s has mode %04o: anyone can replace or delete the store, and agentd will not write captures into it", dir, perm),
+					"chmod go-w "+dir)
+			}
+		}
+		dirUID, dirOwned := fileUID(dfi)
+		for _, p := range []string{s.Path, s.WALPath(), s.SHMPath()} {
+			fi, err := os.Lstat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if p == s.Path {
+				present++
+			}
+			switch perm := fi.Mode().Perm(); {
+			case perm&0o022 != 0:
+				flag(statusFail, fmt.Sprintf("%s has mode %04o: others can write the session store", p, perm), "chmod 600 "+p)
+			case perm&0o044 != 0:
+				flag(statusWarn, fmt.Sprintf("%s has mode %04o: others can read the session transcripts", p, perm), "chmod 600 "+p)
+			}
+			if uid, ok := fileUID(fi); ok && dirOwned && uid != dirUID {
+				flag(statusWarn, fmt.Sprintf("%s is owned by uid %d but its directory by uid %d: Hermes running as %d may fail to write it (a `sudo hermes` leftover?)", p, uid, dirUID, dirUID),
+					fmt.Sprintf("chown %d %s (while Hermes is stopped)", dirUID, p))
+			}
+		}
+	}
+	for _, p := range problems {
+		flag(statusWarn, p.Error(), firstNonEmpty(p.Hint, "see the path above"))
+	}
+	r.Status = worst
+	switch {
+	case len(stores) == 0:
+		r.Summary = "no Hermes store found (set homes in the config if Hermes lives elsewhere)"
+	case worst == statusOK:
+		r.Summary = fmt.Sprintf("%d stores (%d exist yet): owners and modes are fine", len(stores), present)
+	default:
+		r.Summary = fmt.Sprintf("%d stores: %d problem(s)", len(stores), len(r.Details))
+	}
+	return r
+}
+
+func statusRank(s checkStatus) int {
+	switch s {
+	case statusWarn:
+		return 1
+	case statusFail:
+		return 2
+	}
+	return 0
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// journalFacts is what the doctor reads from agentd's journal, read-only.
+type journalFacts struct {
+	path    string
+	missing bool
+	err     error
+	failing []supervisor.Job
+	// handled are the capture paths of resolved incidents.
+	handled map[string]bool
+	pauses  []supervisor.GuardPause
+}
+
+// Jobs retried more often than this count as failing even while queued.
+const maxHealthyAttempts = 3
+
+// readJournal opens <stateDir>/journal.db read-only. supervisor.OpenJournal
+// would create and migrate it, which a diagnostic must never do, so this
+// reads the tables of its schema (supervisor/migrations) directly.
+func readJournal(ctx context.Context, stateDir string, now time.Time) journalFacts {
+	jf := journalFacts{path: filepath.Join(stateDir, supervisor.JournalFile), handled: map[string]bool{}}
+	if stateDir == "" {
+		jf.missing = true
+		return jf
+	}
+	if _, err := os.Lstat(jf.path); errors.Is(err, fs.ErrNotExist) {
+		jf.missing = true
+		return jf
+	}
+	db, err := openReadOnly(jf.path)
+	if err != nil {
+		jf.err = err
+		return jf
+	}
+	defer db.Close()
+	tables := map[string]bool{}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if err != nil {
+		jf.err = fmt.Errorf("read journal %s: %w", jf.path, err)
+		return jf
+	}
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) == nil {
+			tables[n] = true
+		}
+	}
+	rows.Close()
+	if tables["replay_jobs"] {
+		jf.err = errors.Join(jf.err, queryFailingJobs(ctx, db, &jf))
+	}
+	if tables["incidents"] {
+		jf.err = errors.Join(jf.err, queryHandledCaptures(ctx, db, &jf))
+	}
+	if tables["guard_pauses"] {
+		jf.err = errors.Join(jf.err, queryPauses(ctx, db, &jf, now))
+	}
+	return jf
+}
+
+func queryFailingJobs(ctx context.Context, db *sql.DB, jf *journalFacts) error {
+	rows, err := db.QueryContext(ctx, `SELECT id, coalesce(incident_id, ''), store, jsonl_path, state, attempts, last_error
+		FROM replay_jobs WHERE state = 'failed' OR (state <> 'done' AND attempts > ?) ORDER BY id`, maxHealthyAttempts)
+	if err != nil {
+		return fmt.Errorf("read replay jobs from %s: %w", jf.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j supervisor.Job
+		var state string
+		if err := rows.Scan(&j.ID, &j.IncidentID, &j.Store, &j.Path, &state, &j.Attempts, &j.LastError); err != nil {
+			return fmt.Errorf("read replay jobs from %s: %w", jf.path, err)
+		}
+		j.State = supervisor.JobState(state)
+		jf.failing = append(jf.failing, j)
+	}
+	return rows.Err()
+}
+
+func queryHandledCaptures(ctx context.Context, db *sql.DB, jf *journalFacts) error {
+	rows, err := db.QueryContext(ctx, `SELECT json_extract(detail, '$.capture_path') FROM incidents
+		WHERE state = 'resolved' AND json_extract(detail, '$.capture_path') IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("read incidents from %s: %w", jf.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return fmt.Errorf("read incidents from %s: %w", jf.path, err)
+		}
+		jf.handled[filepath.Clean(p)] = true
+	}
+	return rows.Err()
+}
+
+func queryPauses(ctx context.Context, db *sql.DB, jf *journalFacts, now time.Time) error {
+	rows, err := db.QueryContext(ctx, `SELECT store, until, reason FROM guard_pauses
+		WHERE ended_at IS NULL AND until > ? ORDER BY until`, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("read guard pauses from %s: %w", jf.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p supervisor.GuardPause
+		var until int64
+		if err := rows.Scan(&p.Store, &until, &p.Reason); err != nil {
+			return fmt.Errorf("read guard pauses from %s: %w", jf.path, err)
+		}
+		p.Until = time.Unix(0, until)
+		jf.pauses = append(jf.pauses, p)
+	}
+	return rows.Err()
+}
+
+// openReadOnly opens a database that a live agentd may be writing:
+// mode=ro and query_only, and PERSIST_WAL like every connection stateguard
+// makes, so even a closing read-only connection can never remove the
+// writer's -wal or -shm.
+func openReadOnly(path string) (*sql.DB, error) {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("_busy_timeout", "5000")
+	q.Add("_pragma", "query_only(1)")
+	c, err := sqlite.NewConnector("file:" + esc + "?" + q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	db := sql.OpenDB(persistWAL{c})
+	db.SetMaxOpenConns(1)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open journal %s read-only: %w", path, err)
+	}
+	return db, nil
+}
+
+type persistWAL struct{ driver.Connector }
+
+func (c persistWAL) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fc, ok := conn.(sqlite.FileControl)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("sqlite connection has no file control: cannot set PERSIST_WAL")
+	}
+	if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("set PERSIST_WAL: %w", err)
+	}
+	return conn, nil
+}
+
+const capturePrefix = ".retired-wal-"
+
+// checkCaptures lists the Hermes-format captures next to each store whose
+// rows were never replayed: every one not recorded as the capture of a
+// resolved incident (Hermes' own captures are never in the journal).
+func checkCaptures(stores []store.Store, jf journalFacts) checkResult {
+	r := checkResult{Name: "captures"}
+	var waiting, partial []string
+	for _, s := range stores {
+		entries, err := os.ReadDir(s.Dir())
+		if err != nil {
+			continue
+		}
+		prefix := filepath.Base(s.Path) + capturePrefix
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			p := filepath.Join(s.Dir(), e.Name())
+			switch {
+			case strings.HasSuffix(e.Name(), ".partial"):
+				partial = append(partial, p)
+			case !jf.handled[p]:
+				waiting = append(waiting, p)
+			}
+		}
+	}
+	sort.Strings(waiting)
+	sort.Strings(partial)
+	for _, p := range waiting {
+		r.Details = append(r.Details, "waiting: "+p)
+	}
+	for _, p := range partial {
+		r.Details = append(r.Details, "interrupted (agentd finishes or removes it when it starts): "+p)
+	}
+	switch {
+	case len(waiting) == 0 && len(partial) == 0:
+		r.Status, r.Summary = statusOK, "no capture waiting"
+	default:
+		r.Status = statusWarn
+		r.Summary = fmt.Sprintf("%d capture(s) waiting, %d interrupted", len(waiting), len(partial))
+		r.Fix = "see `agentctl incidents`; replay a capture's rows with `agentctl replay --capture DIR`, and delete it only after that"
+	}
+	if jf.err != nil && len(waiting) > 0 {
+		r.Details = append(r.Details, "the journal could not be read, so captures already replayed are listed too")
+	}
+	return r
+}
+
+func checkReplayJobs(jf journalFacts) checkResult {
+	r := checkResult{Name: "replay jobs"}
+	switch {
+	case jf.missing:
+		r.Status, r.Summary = statusOK, "no journal yet ("+jf.path+"): agentd has not run with this state directory"
+		return r
+	case jf.err != nil:
+		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot read the journal: %v", jf.err)
+		r.Fix = "run agentctl doctor as root or as agentd's user"
+		return r
+	case len(jf.failing) == 0:
+		r.Status, r.Summary = statusOK, "no replay job failing"
+		return r
+	}
+	r.Status = statusFail
+	r.Summary = fmt.Sprintf("%d replay job(s) failed or keep failing", len(jf.failing))
+	for _, j := range jf.failing {
+		r.Details = append(r.Details, fmt.Sprintf("job %d (%s, %d attempts) %s into %s: %s", j.ID, j.State, j.Attempts, j.Path, j.Store, firstNonEmpty(j.LastError, "no error recorded")))
+	}
+	r.Fix = "fix the cause in the last error, then run the replay again: `agentctl replay PATH --now` (replay is idempotent; `agentctl queue` lists the jobs)"
+	return r
+}
+
+// checkGuard explains what the guard costs: it is what keeps a wrong
+// "last connection" from unlinking a live WAL, and also what stops
+// maintenance that needs to be a store's only holder.
+func checkGuard(cfg *service.Config, jf journalFacts) checkResult {
+	r := checkResult{Name: "guard"}
+	if cfg.Guard != nil && !*cfg.Guard {
+		r.Status = statusWarn
+		r.Summary = "guard = false: a process that wrongly believes it is a store's last connection can checkpoint and unlink the WAL under a live writer"
+		r.Fix = "set guard = true (pause it per store for maintenance instead)"
+		return r
+	}
+	r.Status = statusOK
+	r.Summary = "guard on: while guarded, `PRAGMA journal_mode=DELETE` and Hermes maintenance that requires no other holder cannot run; `agentctl guard off --profile P [--for 15m]` pauses it"
+	for _, p := range jf.pauses {
+		d := fmt.Sprintf("paused until %s: %s", p.Until.UTC().Format(time.RFC3339), p.Store)
+		if p.Reason != "" {
+			d += " (" + p.Reason + ")"
+		}
+		r.Details = append(r.Details, d)
+	}
+	return r
+}
