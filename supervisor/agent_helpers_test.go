@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"database/sql"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func (w *testLogWriter) Write(b []byte) (int, error) {
 }
 
 // testHome makes a Hermes home with a default store.
-func testHome(t *testing.T) (home, db string) {
+func testHome(t testing.TB) (home, db string) {
 	t.Helper()
 	home = t.TempDir()
 	db = filepath.Join(home, "state.db")
@@ -45,7 +46,7 @@ func testHome(t *testing.T) (home, db string) {
 	return home, db
 }
 
-func startAgent(t *testing.T, home string, mod func(*Options)) *Agent {
+func startAgent(t testing.TB, home string, mod func(*Options)) *Agent {
 	t.Helper()
 	lw := &testLogWriter{t: t, on: true}
 	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
@@ -86,7 +87,7 @@ func startAgent(t *testing.T, home string, mod func(*Options)) *Agent {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -99,7 +100,7 @@ func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 
 // waitHolder waits until the agent's holder cache knows pid as a holder
 // of every role of db.
-func waitHolder(t *testing.T, a *Agent, db string, pid int) {
+func waitHolder(t testing.TB, a *Agent, db string, pid int) {
 	t.Helper()
 	eventually(t, "the agent to see the writer as a holder", 20*time.Second, func() bool {
 		a.fullScan()
@@ -113,7 +114,7 @@ func waitHolder(t *testing.T, a *Agent, db string, pid int) {
 }
 
 // waitIncident waits for the store's first incident to reach a state.
-func waitIncident(t *testing.T, a *Agent, db string, d time.Duration, want ...State) Incident {
+func waitIncident(t testing.TB, a *Agent, db string, d time.Duration, want ...State) Incident {
 	t.Helper()
 	var inc Incident
 	eventually(t, "an incident in state "+states(want), d, func() bool {
@@ -142,7 +143,7 @@ func states(ss []State) string {
 
 // renameFreshOver puts a new empty Hermes store at db by rename(2), as a
 // backup restore does.
-func renameFreshOver(t *testing.T, db string) {
+func renameFreshOver(t testing.TB, db string) {
 	t.Helper()
 	fresh := db + ".restore-tmp"
 	if err := hermestest.CreateStore(fresh); err != nil {
@@ -210,7 +211,7 @@ func missingAcks(acks []hermestest.Ack, rows map[string]int) []int64 {
 	return miss
 }
 
-func waitExit(t *testing.T, w *hermestest.Writer, d time.Duration) {
+func waitExit(t testing.TB, w *hermestest.Writer, d time.Duration) {
 	t.Helper()
 	select {
 	case <-w.Done():
@@ -218,3 +219,5 @@ func waitExit(t *testing.T, w *hermestest.Writer, d time.Duration) {
 		t.Fatalf("writer %d still running after %v", w.Pid, d)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

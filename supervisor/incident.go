@@ -48,7 +48,7 @@ type pin struct {
 
 // openIncident journals a new incident for orphans, then pins, prepares
 // and releases per policy. frozen maps the pids already stopped to when.
-func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]time.Time, at time.Time, gen store.Generation) {
+func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, gen store.Generation) {
 	ctx := w.a.ctx
 	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now()}
 	var recs []HolderRecord
@@ -99,7 +99,8 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 	w.log.Error("orphaned generation under a live process", "event", EventIncidentOpened, "incident", li.id,
 		"kind", string(kind), "policy", string(policy), "holders", holderPids(li.holders))
 	for _, h := range li.holders {
-		if t, ok := frozen[h.ref.Pid]; ok {
+		if f, ok := frozen[h.ref.Pid]; ok {
+			t := f.at
 			w.a.opts.Metrics.ObserveFreeze(t.Sub(at))
 			w.log.Warn("holder frozen", "event", EventHolderFrozen, "incident", li.id, "pid", h.ref.Pid, "exe", h.exe,
 				"latency_ms", float64(t.Sub(at).Microseconds())/1000)

@@ -124,33 +124,14 @@ func (w *worker) check(at time.Time) {
 	if err != nil && !errors.Is(err, store.ErrFileChanged) {
 		w.log.Debug("read generation", "err", err)
 	}
-	// Fast path: freeze what the last scan says holds an inode that is
-	// not at the path any more, before the targeted re-scan.
-	frozen := map[int]time.Time{}
-	pol := w.a.policies(w.st.Path)
-	if known, ok := w.a.cache.Known(w.target); ok {
-		for i := range known.Holders {
-			p := &known.Holders[i]
-			if !holdsStale(p, gen) || w.owned(p.Ref()) || w.a.excluded(p) {
-				continue
-			}
-			if pol.For(guessKind(p, gen)) == PolicyObserve {
-				continue
-			}
-			if err := holders.Freeze(p.Ref()); err == nil {
-				frozen[p.Pid] = time.Now()
-			}
-		}
-	}
+	frozen := map[int]frozenProc{}
+	w.fastFreeze(gen, frozen)
 	if len(frozen) > 0 || (w.haveGen && !gen.Diff(w.gen).Same()) {
 		// A restore is several syscalls (rename the main, then unlink
 		// the sidecars, often from separate commands): classify what
 		// it leaves, not the instant between two of its steps. The
 		// orphans are already stopped, so waiting costs no data.
-		w.settle()
-		if g, err := store.ReadGeneration(w.st.Path); err == nil || errors.Is(err, store.ErrFileChanged) {
-			gen = g
-		}
+		gen = w.settle(gen, frozen)
 	}
 	pids := make([]int, 0, len(frozen))
 	for pid := range frozen {
@@ -170,11 +151,9 @@ func (w *worker) check(at time.Time) {
 	}
 	// Anything frozen by the fast path that the fresh scan does not
 	// confirm as an orphan goes back to running at once.
-	for pid := range frozen {
-		if !containsPid(orphans, pid) {
-			if p := findPid(sr.Holders, pid); p != nil {
-				_ = holders.Thaw(p.Ref())
-			}
+	for pid, f := range frozen {
+		if p := findPid(orphans, pid); p == nil || p.StartTicks != f.ref.StartTicks {
+			_ = holders.Thaw(f.ref)
 			delete(frozen, pid)
 		}
 	}
@@ -192,14 +171,17 @@ func (w *worker) check(at time.Time) {
 		return
 	}
 	kind := classify(orphans)
-	policy := pol.For(kind)
+	policy := w.a.policies(w.st.Path).For(kind)
+	if policy == PolicyObserve {
+		w.thawAll(frozen) // the fast path guessed another kind
+	}
 	for i := range orphans {
 		p := &orphans[i]
 		if _, done := frozen[p.Pid]; done || policy == PolicyObserve || w.a.excluded(p) {
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
-			frozen[p.Pid] = time.Now()
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
 		} else {
 			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
 		}
@@ -214,14 +196,19 @@ const (
 	settleMax   = 250 * time.Millisecond
 )
 
-// settle waits until the store's directory has been quiet for settleQuiet.
-func (w *worker) settle() {
+// settle waits until the store's directory has been quiet for
+// settleQuiet and returns the generation then. A change that arrives while
+// it waits (a restore right after a writer created its sidecars) still
+// gets the fast-path freeze at once.
+func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.Generation {
 	deadline := time.Now().Add(settleMax)
 	for {
 		quiet := time.NewTimer(min(settleQuiet, time.Until(deadline)))
 		select {
 		case <-w.kickC:
 			quiet.Stop()
+			gen = w.readGeneration(gen)
+			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
 			}
@@ -229,8 +216,47 @@ func (w *worker) settle() {
 		case <-w.stop:
 			quiet.Stop()
 		}
+		return w.readGeneration(gen)
+	}
+}
+
+// readGeneration re-reads the store's generation, keeping prev when the
+// read fails outright.
+func (w *worker) readGeneration(prev store.Generation) store.Generation {
+	g, err := store.ReadGeneration(w.st.Path)
+	if err != nil && !errors.Is(err, store.ErrFileChanged) && !g.Main.Exists && prev.Main.Exists {
+		w.log.Debug("read generation", "err", err)
+	}
+	return g
+}
+
+// fastFreeze stops, from the holder cache alone, every process the last
+// scan saw holding an inode that is not the one at its path in gen; the
+// targeted re-scan confirms or thaws afterwards.
+func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
+	known, ok := w.a.cache.Known(w.target)
+	if !ok {
 		return
 	}
+	pol := w.a.policies(w.st.Path)
+	for i := range known.Holders {
+		p := &known.Holders[i]
+		if _, done := frozen[p.Pid]; done || !holdsStale(p, gen) || w.owned(p.Ref()) || w.a.excluded(p) {
+			continue
+		}
+		if pol.For(guessKind(p, gen)) == PolicyObserve {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+		}
+	}
+}
+
+// frozenProc is a process this check stopped, and when.
+type frozenProc struct {
+	ref holders.ProcRef
+	at  time.Time
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store
@@ -306,16 +332,12 @@ func (w *worker) owned(ref holders.ProcRef) bool {
 	return false
 }
 
-func (w *worker) thawAll(frozen map[int]time.Time) {
-	known, _ := w.a.cache.Known(w.target)
-	for pid := range frozen {
-		if p := findPid(known.Holders, pid); p != nil {
-			_ = holders.Thaw(p.Ref())
-		}
+func (w *worker) thawAll(frozen map[int]frozenProc) {
+	for pid, f := range frozen {
+		_ = holders.Thaw(f.ref)
+		delete(frozen, pid)
 	}
 }
-
-func containsPid(ps []holders.Process, pid int) bool { return findPid(ps, pid) != nil }
 
 func findPid(ps []holders.Process, pid int) *holders.Process {
 	for i := range ps {
