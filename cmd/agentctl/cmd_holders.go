@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() {
+	register(command{
+		name:    "holders",
+		summary: "one line per process holding a store, for scripts",
+		run:     runHolders,
+	})
+}
+
+// holdersJSON is `agentctl holders --json`, version 1:
+//
+//	{"version": 1,
+//	 "holders": [{"store": "/h/state.db", "profile": "default", "home": "/h",
+//	              "pid": 4242, "start_ticks": 159695, "uid": 1000, "user": "u",
+//	              "roles": ["main", "wal", "shm"], "orphan": false,
+//	              "orphan_roles": [], "exe": "/usr/bin/python3", "cmdline": ["python3", "..."]}],
+//	 "stores": [{"store": "/h/state.db", "profile": "default", "verdict": "held",
+//	             "blind": [{"pid": 1, "uid": 0, "reason": "..."}]}],
+//	 "daemon": {"running": false, ...}}      // as in agentctl status --json
+type holdersJSON struct {
+	Version int                     `json:"version"`
+	Holders []holderLine            `json:"holders"`
+	Stores  []holdersStore          `json:"stores"`
+	Daemon  supervisor.DaemonStatus `json:"daemon"`
+}
+
+type holderLine struct {
+	Store       string   `json:"store"`
+	Profile     string   `json:"profile"`
+	Home        string   `json:"home"`
+	Pid         int      `json:"pid"`
+	StartTicks  uint64   `json:"start_ticks"`
+	UID         int      `json:"uid"`
+	User        string   `json:"user"`
+	Roles       []string `json:"roles"`
+	Orphan      bool     `json:"orphan"`
+	OrphanRoles []string `json:"orphan_roles"`
+	Exe         string   `json:"exe"`
+	Cmdline     []string `json:"cmdline"`
+}
+
+type holdersStore struct {
+	Store   string          `json:"store"`
+	Profile string          `json:"profile"`
+	Verdict holders.Verdict `json:"verdict"`
+	Blind   []holders.Blind `json:"blind"`
+}
+
+func holdersUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl holders [--json] [--home DIR]... [--profile NAME]... [--socket PATH]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Prints one line per (store, holding process):")
+	fmt.Fprintln(w, "  profile pid user roles current|orphan command")
+	fmt.Fprintln(w, "roles is comma-separated (main,wal,shm); a store outside any profile shows \"-\".")
+	fmt.Fprintln(w, "Processes the scan could not inspect are listed on stderr.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes as agentctl status: 0 ok, 1 error, 2 usage, 3 orphan or unknown.")
+}
+
+func runHolders(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("holders", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var sc scope
+	sc.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of lines")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if errors.Is(err, flag.ErrHelp) {
+			holdersUsage(e.stdout, fs)
+			return exitOK
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		fmt.Fprintf(e.stderr, "agentctl holders: %v\n\n", err)
+		holdersUsage(e.stderr, fs)
+		return exitUsage
+	}
+	st, err := gatherStatus(ctx, e, &sc)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl holders: %v\n", err)
+		return exitError
+	}
+	out := holdersOf(st)
+	if *asJSON {
+		if err := writeJSON(e.stdout, out); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl holders: %v\n", err)
+			return exitError
+		}
+		return statusExit(st)
+	}
+	for _, h := range out.Holders {
+		state := "current"
+		if h.Orphan {
+			state = "orphan"
+		}
+		prof := h.Profile
+		if prof == "" {
+			prof = "-"
+		}
+		cmd := strings.Join(h.Cmdline, " ")
+		if cmd == "" {
+			cmd = h.Exe
+		}
+		fmt.Fprintln(e.stdout, cleanCell(fmt.Sprintf("%s %d %s %s %s %s", prof, h.Pid, h.User, strings.Join(h.Roles, ","), state, cmd)))
+	}
+	for _, s := range out.Stores {
+		for _, b := range s.Blind {
+			fmt.Fprintln(e.stderr, cleanCell(fmt.Sprintf("agentctl holders: %s: pid %d (uid %d) not inspected: %s", s.Store, b.Pid, b.UID, b.Reason)))
+		}
+	}
+	return statusExit(st)
+}
+
+func holdersOf(st supervisor.Status) holdersJSON {
+	out := holdersJSON{Version: 1, Holders: []holderLine{}, Stores: []holdersStore{}, Daemon: st.Daemon}
+	for _, s := range st.Stores {
+		blind := s.Blind
+		if blind == nil {
+			blind = []holders.Blind{}
+		}
+		out.Stores = append(out.Stores, holdersStore{Store: s.Key, Profile: s.Profile, Verdict: s.Verdict, Blind: blind})
+		for i := range s.Holders {
+			p := &s.Holders[i]
+			l := holderLine{Store: s.Key, Profile: s.Profile, Home: s.Home, Pid: p.Pid, StartTicks: p.StartTicks,
+				UID: p.UID, User: userOf(p), Roles: rolesOf(p), OrphanRoles: []string{}, Exe: p.Exe, Cmdline: p.Cmdline}
+			for _, r := range holders.Roles {
+				for _, f := range p.Files {
+					if f.Role == r && !f.Current {
+						l.OrphanRoles = append(l.OrphanRoles, string(r))
+						break
+					}
+				}
+			}
+			l.Orphan = len(l.OrphanRoles) > 0
+			if l.Cmdline == nil {
+				l.Cmdline = []string{}
+			}
+			out.Holders = append(out.Holders, l)
+		}
+	}
+	return out
+}

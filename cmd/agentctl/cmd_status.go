@@ -1,0 +1,544 @@
+package main
+
+// `agentctl status --json` prints supervisor.Status, version 1. Fields are
+// only ever added; a change that breaks readers bumps "version".
+//
+//	{
+//	  "version": 1,
+//	  "generated_at": "2026-11-30T00:08:55.95Z",       // RFC 3339, UTC
+//	  "daemon": {
+//	    "running": true,                               // agentd answered on its socket
+//	    "pid": 812, "started_at": "...",               // only when running
+//	    "state_dir": "/var/lib/stateguard",            // only when running
+//	    "socket": "/run/stateguard/agent.sock",        // the socket used or tried
+//	    "error": "daemon not running"                  // only when not running
+//	  },
+//	  "stores": [{
+//	    "key": "/home/u/.hermes/state.db",             // stable id: the main file's path
+//	    "profile": "default",                          // "" for a generic (non-Hermes) store
+//	    "home": "/home/u/.hermes",
+//	    "path": "/home/u/.hermes/state.db",
+//	    "kind": "hermes",                              // hermes | generic
+//	    "generation": {
+//	      "main": {"exists": true, "dev": 64768, "ino": 131, "size": 4096, "nlink": 1},
+//	      "wal":  {"exists": true, ...}, "shm": {"exists": false},
+//	      "wal_salts": "1a2b3c4d:5e6f7a8b",            // salt-1:salt-2 in hex, when the WAL header is valid
+//	      "checkpoint_seq": 3, "application_id": 0
+//	    },
+//	    "verdict": "held",                             // clear | held | unknown
+//	    "holders": [{
+//	      "pid": 4242, "start_ticks": 159695, "start_time": "...",
+//	      "uid": 1000, "user": "u", "exe": "/usr/bin/python3",
+//	      "cmdline": ["python3", "-m", "hermes"],
+//	      "files": [{
+//	        "role": "main",                            // main | wal | shm
+//	        "path": "/home/u/.hermes/state.db",        // as the holder sees it
+//	        "fd": 5,                                   // -1 when only mmapped
+//	        "mapped": false,
+//	        "id": {"Dev": 64768, "Ino": 131},
+//	        "nlink": 1,
+//	        "current": true                            // false: an orphan inode
+//	      }]
+//	    }],
+//	    "blind": [{"pid": 1, "uid": 0, "reason": "read /proc/1/fd: permission denied"}],
+//	                                                   // processes that could open the store but
+//	                                                   // could not be inspected; pid 0 = not listable
+//	    "orphans": 0,                                  // holders of an inode no longer at its path
+//	    "guard": {"state": "armed", "until": "...", "reason": "..."},  // optional
+//	    "incidents": [{"id": "...", "kind": "replaced", "state": "pinned", "policy": "hold",
+//	                   "opened_at": "...", "capture": "...", "error": "..."}],  // open ones; daemon only
+//	    "queued_replays": 0,                           // daemon only
+//	    "error": "..."                                 // the generation could not be read
+//	  }],
+//	  "problems": [{"path": "...", "error": "...", "hint": "..."}],  // discovery problems
+//	  "queue": {"queued": 0, "running": 0, "failed": 0, "done": 0}  // replay jobs; daemon only
+//	}
+//
+// Exit codes: 0 when every store is clear or held only by current holders
+// with every process inspected; 3 when any store has an orphan holder, an
+// unknown verdict, or processes the scan could not inspect; 1 on error.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() {
+	register(command{
+		name:    "status",
+		summary: "stores, generations, holders and incidents (exit 3: orphan holder or unknown scan)",
+		run:     runStatus,
+	})
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// scope is which stores a verb looks at and where it finds agentd.
+type scope struct {
+	homes    listFlag
+	profiles listFlag
+	socket   string
+}
+
+func (sc *scope) register(fs *flag.FlagSet) {
+	fs.Var(&sc.homes, "home", "only this Hermes home (repeatable); default: every discovered home")
+	fs.Var(&sc.profiles, "profile", "only this profile (repeatable)")
+	fs.StringVar(&sc.socket, "socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
+}
+
+func statusUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Shows every store with its generation, the processes holding it and, when")
+	fmt.Fprintln(w, "agentd runs, its open incidents. Without agentd it scans the host itself.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes: 0 every store clear or held only by current holders, 1 error,")
+	fmt.Fprintln(w, "2 usage, 3 an orphan holder, an unknown verdict or uninspected processes.")
+}
+
+func runStatus(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var sc scope
+	sc.register(fs)
+	asJSON := fs.Bool("json", false, "print the status as JSON (shape: version 1, see the README)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if errors.Is(err, flag.ErrHelp) {
+			statusUsage(e.stdout, fs)
+			return exitOK
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		fmt.Fprintf(e.stderr, "agentctl status: %v\n\n", err)
+		statusUsage(e.stderr, fs)
+		return exitUsage
+	}
+	st, err := gatherStatus(ctx, e, &sc)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl status: %v\n", err)
+		return exitError
+	}
+	if *asJSON {
+		if err := writeJSON(e.stdout, st); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl status: %v\n", err)
+			return exitError
+		}
+	} else {
+		printStatus(e.stdout, st)
+	}
+	return statusExit(st)
+}
+
+// statusExit maps a status to the exit code: refused (3) when any store
+// has an orphan holder or when the scan cannot vouch for it (an unknown
+// verdict, or processes it could not inspect, which might hold an orphan).
+func statusExit(st supervisor.Status) int {
+	for _, s := range st.Stores {
+		if !storeSafe(s) {
+			return exitRefused
+		}
+	}
+	return exitOK
+}
+
+func storeSafe(s supervisor.StoreStatus) bool {
+	if s.Orphans > 0 || len(s.Blind) > 0 {
+		return false
+	}
+	for i := range s.Holders {
+		if s.Holders[i].Orphan() {
+			return false
+		}
+	}
+	return s.Verdict == holders.VerdictClear || s.Verdict == holders.VerdictHeld
+}
+
+// gatherStatus asks agentd, and scans here when it does not answer.
+func gatherStatus(ctx context.Context, e *env, sc *scope) (supervisor.Status, error) {
+	sock := socketPath(sc.socket, e.getenv)
+	var st supervisor.Status
+	err := newClient(sock).get(ctx, "/v1/status", &st)
+	if err == nil {
+		filterDaemonStatus(&st, sc, e.getenv)
+		return st, nil
+	}
+	var api *apiError
+	if errors.As(err, &api) {
+		// agentd answered and failed: its journal or its scan is broken,
+		// which a scan here would hide.
+		return st, err
+	}
+	st = standaloneStatus(sc, e.getenv)
+	st.Daemon = supervisor.DaemonStatus{Running: false, Socket: sock, Error: "daemon not running"}
+	if !errors.Is(err, errDaemonNotRunning) {
+		st.Daemon.Error = err.Error()
+	}
+	return st, nil
+}
+
+// standaloneStatus discovers the stores and scans every process itself,
+// as the daemon would.
+func standaloneStatus(sc *scope, getenv func(string) string) supervisor.Status {
+	stores, problems := discoverStores(sc, getenv)
+	targets := make([]holders.Target, len(stores))
+	for i, s := range stores {
+		targets[i] = holders.Target{Path: s.Path}
+	}
+	var scan *holders.Result
+	if len(targets) > 0 {
+		var err error
+		// A failed scan leaves every verdict unknown, never clear.
+		if scan, err = holders.Scan(targets); err != nil {
+			problems = append(problems, store.Problem{Path: "/proc", Err: fmt.Errorf("holder scan: %w", err),
+				Hint: "every verdict is unknown; run agentctl as root or start agentd"})
+		}
+	}
+	return supervisor.BuildStatus(stores, problems, scan)
+}
+
+// discoverStores finds the stores in scope: with --home, exactly those
+// homes (each as if it were $HERMES_HOME, so neither the user's ~/.hermes
+// nor the password database adds any); otherwise every home the agent
+// itself would discover.
+func discoverStores(sc *scope, getenv func(string) string) ([]store.Store, []store.Problem) {
+	var stores []store.Store
+	var problems []store.Problem
+	if len(sc.homes) == 0 {
+		stores, problems = store.Discover(store.DiscoverOptions{Getenv: getenv})
+	} else {
+		seen := map[string]bool{}
+		for _, h := range sc.homes {
+			ss, ps := store.Discover(onlyHome(h, getenv))
+			for _, s := range ss {
+				if !seen[s.Key()] {
+					seen[s.Key()] = true
+					stores = append(stores, s)
+				}
+			}
+			problems = append(problems, homeProblems(ps, h)...)
+		}
+	}
+	if len(sc.profiles) > 0 {
+		stores = slices.DeleteFunc(stores, func(s store.Store) bool { return !slices.Contains(sc.profiles, s.Profile) })
+		problems = slices.DeleteFunc(problems, func(p store.Problem) bool {
+			prof := problemProfile(p.Path)
+			return prof != "" && !slices.Contains(sc.profiles, prof)
+		})
+	}
+	return stores, problems
+}
+
+// onlyHome are discovery options that find home h and nothing else.
+func onlyHome(h string, getenv func(string) string) store.DiscoverOptions {
+	h = expandHome(h, getenv)
+	return store.DiscoverOptions{
+		Getenv: func(k string) string {
+			switch k {
+			case "HERMES_HOME":
+				return h
+			case "HERMES_DATA_DIR_SUFFIX":
+				return ""
+			}
+			return getenv(k)
+		},
+		CurrentUserOnly: true,
+	}
+}
+
+// homeProblems rewrites the hint of a missing --home, which discovery
+// words for $HERMES_HOME.
+func homeProblems(ps []store.Problem, arg string) []store.Problem {
+	for i := range ps {
+		if errors.Is(ps[i].Err, store.ErrMissingHome) {
+			ps[i].Hint = fmt.Sprintf("check --home %s", arg)
+		}
+	}
+	return ps
+}
+
+// problemProfile is the profile a discovery problem's path belongs to, or
+// "" for a problem of a whole home.
+func problemProfile(path string) string {
+	parts := strings.Split(filepath.ToSlash(path), "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if parts[i] == "profiles" {
+			return parts[i+1]
+		}
+	}
+	if strings.HasPrefix(filepath.Base(path), "state.db") {
+		return store.DefaultProfile
+	}
+	return ""
+}
+
+// filterDaemonStatus keeps the stores (and problems) in scope. A --home
+// the daemon does not watch becomes a problem, so an empty table is never
+// mistaken for "nothing holds that home's stores".
+func filterDaemonStatus(st *supervisor.Status, sc *scope, getenv func(string) string) {
+	if len(sc.homes) > 0 {
+		var roots []string
+		var extra []supervisor.ProblemStatus
+		for _, h := range sc.homes {
+			homes, ps := store.DiscoverHomes(onlyHome(h, getenv))
+			for _, p := range homeProblems(ps, h) {
+				extra = append(extra, supervisor.ProblemStatus{Path: p.Path, Error: p.Err.Error(), Hint: p.Hint})
+			}
+			for _, hm := range homes {
+				roots = append(roots, hm.Root)
+				if !slices.ContainsFunc(st.Stores, func(s supervisor.StoreStatus) bool { return s.Home == hm.Root }) {
+					extra = append(extra, supervisor.ProblemStatus{Path: hm.Root,
+						Error: "home not watched by the running agentd",
+						Hint:  "add it to the agent's config (homes) and reload it with SIGHUP"})
+				}
+			}
+		}
+		st.Stores = slices.DeleteFunc(st.Stores, func(s supervisor.StoreStatus) bool { return !slices.Contains(roots, s.Home) })
+		st.Problems = slices.DeleteFunc(st.Problems, func(p supervisor.ProblemStatus) bool {
+			return !slices.ContainsFunc(roots, func(r string) bool { return p.Path == r || strings.HasPrefix(p.Path, r+"/") })
+		})
+		st.Problems = append(st.Problems, extra...)
+	}
+	if len(sc.profiles) > 0 {
+		st.Stores = slices.DeleteFunc(st.Stores, func(s supervisor.StoreStatus) bool { return !slices.Contains(sc.profiles, s.Profile) })
+		st.Problems = slices.DeleteFunc(st.Problems, func(p supervisor.ProblemStatus) bool {
+			prof := problemProfile(p.Path)
+			return prof != "" && !slices.Contains(sc.profiles, prof)
+		})
+	}
+	if st.Stores == nil {
+		st.Stores = []supervisor.StoreStatus{}
+	}
+	if st.Problems == nil {
+		st.Problems = []supervisor.ProblemStatus{}
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printStatus writes one block per store, then problems, then the daemon.
+func printStatus(w io.Writer, st supervisor.Status) {
+	if len(st.Stores) == 0 {
+		fmt.Fprintln(w, "No stores found.")
+	}
+	for i, s := range st.Stores {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		printStore(w, s, st.Daemon.Running)
+	}
+	if len(st.Problems) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Problems:")
+		for _, p := range st.Problems {
+			line := fmt.Sprintf("  %s: %s", p.Path, p.Error)
+			if p.Hint != "" {
+				line += " (hint: " + p.Hint + ")"
+			}
+			fmt.Fprintln(w, cleanCell(line))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, daemonLine(st))
+}
+
+func printStore(w io.Writer, s supervisor.StoreStatus, daemon bool) {
+	name := s.Profile
+	if name == "" {
+		name = s.Kind
+	}
+	fmt.Fprintln(w, cleanCell(fmt.Sprintf("%s  %s", name, s.Path)))
+	kv := newTable("  ")
+	kv.row("home", fmt.Sprintf("%s (%s)", s.Home, s.Kind))
+	kv.row("generation", generationText(s.Generation))
+	if s.Error != "" {
+		kv.row("error", s.Error)
+	}
+	kv.row("verdict", verdictText(s))
+	if s.Guard != nil {
+		g := s.Guard.State
+		if !s.Guard.Until.IsZero() {
+			g += " until " + stamp(s.Guard.Until)
+		}
+		if s.Guard.Reason != "" {
+			g += " (" + s.Guard.Reason + ")"
+		}
+		kv.row("guard", g)
+	}
+	if daemon {
+		kv.row("replays", fmt.Sprintf("%d queued", s.QueuedReplays))
+	}
+	kv.write(w)
+	if len(s.Holders) > 0 {
+		fmt.Fprintln(w, "  holders:")
+		t := newTable("    ", "PID", "USER", "ROLES", "STATE", "COMMAND")
+		for i := range s.Holders {
+			p := &s.Holders[i]
+			t.row(fmt.Sprint(p.Pid), userOf(p), strings.Join(rolesOf(p), ","), holderState(p), commandOf(p))
+		}
+		t.write(w)
+	}
+	if len(s.Blind) > 0 {
+		fmt.Fprintln(w, "  not inspected (could open the store; the scan cannot vouch for them):")
+		t := newTable("    ", "PID", "UID", "REASON")
+		for _, b := range s.Blind {
+			pid, uid := fmt.Sprint(b.Pid), fmt.Sprint(b.UID)
+			if b.Pid == 0 {
+				pid = "-"
+			}
+			if b.UID < 0 {
+				uid = "?"
+			}
+			t.row(pid, uid, b.Reason)
+		}
+		t.write(w)
+	}
+	if daemon && len(s.Incidents) > 0 {
+		fmt.Fprintln(w, "  open incidents:")
+		t := newTable("    ", "ID", "KIND", "STATE", "POLICY", "OPENED", "NOTE")
+		for _, in := range s.Incidents {
+			note := in.Error
+			if note == "" && in.Capture != "" {
+				note = "capture " + in.Capture
+			}
+			t.row(in.ID, string(in.Kind), string(in.State), in.Policy, stamp(in.OpenedAt), note)
+		}
+		t.write(w)
+	}
+}
+
+func generationText(g supervisor.GenerationStatus) string {
+	file := func(role string, f supervisor.FileStatus) string {
+		if !f.Exists {
+			return role + " absent"
+		}
+		return fmt.Sprintf("%s ino %d", role, f.Ino)
+	}
+	wal := file("wal", g.WAL)
+	if g.WALSalts != "" {
+		wal += " salts " + g.WALSalts
+	}
+	return file("main", g.Main) + " · " + wal + " · " + file("shm", g.SHM)
+}
+
+func verdictText(s supervisor.StoreStatus) string {
+	v := string(s.Verdict)
+	if v == "" {
+		v = string(holders.VerdictUnknown)
+	}
+	var notes []string
+	if n := len(s.Holders); n > 0 {
+		orphans := 0
+		for i := range s.Holders {
+			if s.Holders[i].Orphan() {
+				orphans++
+			}
+		}
+		notes = append(notes, fmt.Sprintf("%d holder(s), %d orphan", n, orphans))
+	}
+	if n := len(s.Blind); n > 0 {
+		notes = append(notes, fmt.Sprintf("%d process(es) not inspected", n))
+	}
+	if len(notes) > 0 {
+		v += " (" + strings.Join(notes, "; ") + ")"
+	}
+	if !storeSafe(s) {
+		v += "  [!]"
+	}
+	return v
+}
+
+// rolesOf lists the roles p holds, in main, wal, shm order.
+func rolesOf(p *holders.Process) []string {
+	var out []string
+	for _, r := range holders.Roles {
+		if slices.ContainsFunc(p.Files, func(f holders.Held) bool { return f.Role == r }) {
+			out = append(out, string(r))
+		}
+	}
+	return out
+}
+
+// holderState is "current", or "ORPHAN (roles)" naming the orphan inodes.
+func holderState(p *holders.Process) string {
+	var orphan []string
+	for _, r := range holders.Roles {
+		if slices.ContainsFunc(p.Files, func(f holders.Held) bool { return f.Role == r && !f.Current }) {
+			orphan = append(orphan, string(r))
+		}
+	}
+	if len(orphan) == 0 {
+		return "current"
+	}
+	return "ORPHAN (" + strings.Join(orphan, ",") + ")"
+}
+
+func userOf(p *holders.Process) string {
+	if p.User != "" {
+		return p.User
+	}
+	return fmt.Sprint(p.UID)
+}
+
+func commandOf(p *holders.Process) string {
+	if len(p.Cmdline) > 0 {
+		return strings.Join(p.Cmdline, " ")
+	}
+	if p.Exe != "" {
+		return p.Exe
+	}
+	return "?"
+}
+
+func daemonLine(st supervisor.Status) string {
+	d := st.Daemon
+	if !d.Running {
+		line := "daemon not running"
+		if d.Error != "" && d.Error != line {
+			line = "daemon unreachable: " + d.Error
+		}
+		if d.Socket != "" {
+			line += " (socket " + d.Socket + ")"
+		}
+		return line + "; the holders above are from a scan by agentctl itself"
+	}
+	line := fmt.Sprintf("daemon running, pid %d", d.PID)
+	if !d.StartedAt.IsZero() {
+		line += ", since " + stamp(d.StartedAt)
+	}
+	if d.Socket != "" {
+		line += ", socket " + d.Socket
+	}
+	q := st.Queue
+	return line + fmt.Sprintf("; replay queue: %d queued, %d running, %d failed, %d done", q.Queued, q.Running, q.Failed, q.Done)
+}
+
+// stamp formats a time for tables: UTC, to the second.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}

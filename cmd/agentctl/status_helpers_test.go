@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+type ctlResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs one agentctl command line with vars as its whole environment.
+func ctl(t *testing.T, vars map[string]string, args ...string) ctlResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		getenv: func(k string) string { return vars[k] }}
+	code := runCLI(context.Background(), e, args)
+	return ctlResult{code, out.String(), errb.String()}
+}
+
+// noDaemon is an environment whose control socket cannot exist, so a test
+// never talks to an agentd running on the host.
+func noDaemon(t *testing.T) map[string]string {
+	return map[string]string{socketEnv: filepath.Join(t.TempDir(), "no-agent.sock")}
+}
+
+func decodeStatus(t *testing.T, r ctlResult) supervisor.Status {
+	t.Helper()
+	var st supervisor.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json printed no Status (exit %d): %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
+	}
+	if st.Version != supervisor.StatusVersion {
+		t.Fatalf("status version %d, want %d", st.Version, supervisor.StatusVersion)
+	}
+	return st
+}
+
+func storeOf(t *testing.T, st supervisor.Status, path string) supervisor.StoreStatus {
+	t.Helper()
+	for _, s := range st.Stores {
+		if s.Path == path {
+			return s
+		}
+	}
+	t.Fatalf("store %s not in status: %+v", path, st.Stores)
+	return supervisor.StoreStatus{}
+}
+
+func holderOf(s supervisor.StoreStatus, pid int) *holders.Process {
+	for i := range s.Holders {
+		if s.Holders[i].Pid == pid {
+			return &s.Holders[i]
+		}
+	}
+	return nil
+}
+
+// heldRoles maps each role p holds to whether that inode is current.
+func heldRoles(p *holders.Process) map[holders.Role]bool {
+	m := map[holders.Role]bool{}
+	for _, f := range p.Files {
+		m[f.Role] = f.Current
+	}
+	return m
+}
+
+// wantExit is the exit code a status must give: refused whenever the scan
+// cannot vouch for a store (this sandbox's PID 1 cannot be inspected even
+// by root, so there it is always 3), else 0 unless an orphan exists.
+func wantExit(st supervisor.Status) int {
+	for _, s := range st.Stores {
+		if s.Verdict == holders.VerdictUnknown || len(s.Blind) > 0 || s.Orphans > 0 {
+			return exitRefused
+		}
+	}
+	return exitOK
+}
+
+// renameFreshOver puts a new empty Hermes store at db by rename(2), as a
+// backup restore does, and removes the sidecars.
+func renameFreshOver(t *testing.T, db string) {
+	t.Helper()
+	fresh := db + ".restore-tmp"
+	if err := hermestest.CreateStore(fresh); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"-wal", "-shm"} {
+		os.Remove(fresh + s)
+	}
+	if err := os.Rename(fresh, db); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
