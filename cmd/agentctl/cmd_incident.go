@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() {
+	register(command{
+		name:    "incident",
+		summary: "incident show ID: one incident with every journaled step",
+		run:     runIncident,
+	})
+}
+
+func incidentUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl incident show ID [--json] [--socket PATH] [--state-dir DIR]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Shows an incident, its holders and every step the agent journaled. When agentd")
+	fmt.Fprintln(w, "does not run, reads its journal read-only and says so.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+}
+
+func runIncident(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("incident", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var df daemonFlags
+	df.register(fs)
+	asJSON := fs.Bool("json", false, "print {incident, steps} as JSON (the control API's shape)")
+	if len(args) > 0 && args[0] != "show" && !strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(e.stderr, "agentctl incident: unknown subcommand %q (want show)\n\n", args[0])
+		incidentUsage(e.stderr, fs)
+		return exitUsage
+	}
+	if len(args) > 0 && args[0] == "show" {
+		args = args[1:]
+	} else if !slices.Contains(args, "-h") && !slices.Contains(args, "--help") {
+		fmt.Fprintln(e.stderr, "agentctl incident: missing subcommand show")
+		fmt.Fprintln(e.stderr)
+		incidentUsage(e.stderr, fs)
+		return exitUsage
+	}
+	pos, code, ok := parseOrUsage(e, fs, args, 1, incidentUsage)
+	if !ok {
+		return code
+	}
+	id := pos[0]
+	var view supervisor.IncidentView
+	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/incidents/"+url.PathEscape(id), &view)
+	var from *supervisor.Journal
+	if errors.Is(err, errDaemonNotRunning) {
+		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
+			defer from.Close()
+			view.Incident, err = from.GetIncident(ctx, id)
+			if err == nil {
+				view.Steps, err = from.Steps(ctx, id)
+			}
+			if errors.Is(err, supervisor.ErrIncidentNotFound) {
+				err = fmt.Errorf("no incident %s in %s (hint: agentctl incidents --all lists them)", id, from.Path())
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl incident: %v\n", err)
+		return exitError
+	}
+	if view.Steps == nil {
+		view.Steps = []supervisor.Step{}
+	}
+	if *asJSON {
+		if from != nil {
+			fmt.Fprintf(e.stderr, "agentctl incident: %s\n", journalLabel(from))
+		}
+		if err := writeJSON(e.stdout, view); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl incident: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	if from != nil {
+		fmt.Fprintf(e.stdout, "(%s)\n", journalLabel(from))
+	}
+	printIncident(e.stdout, view)
+	return exitOK
+}
+
+func printIncident(w io.Writer, v supervisor.IncidentView) {
+	in := v.Incident
+	d := in.Detail
+	fmt.Fprintf(w, "Incident %s\n", in.ID)
+	kv := newTable("  ")
+	kv.row("kind", string(in.Kind))
+	state := string(in.State)
+	if in.PrevState != "" {
+		state += " (was " + string(in.PrevState) + ")"
+	}
+	kv.row("state", state)
+	kv.row("policy", in.Policy)
+	prof := in.Profile
+	if prof == "" {
+		prof = "-"
+	}
+	kv.row("store", fmt.Sprintf("%s (profile %s, home %s)", in.Store, prof, in.Home))
+	kv.row("opened", stamp(in.OpenedAt))
+	kv.row("updated", stamp(in.UpdatedAt))
+	if !in.ResolvedAt.IsZero() {
+		kv.row("ended", stamp(in.ResolvedAt))
+	}
+	if !d.ReplacedAt.IsZero() {
+		kv.row("replaced at", stamp(d.ReplacedAt))
+	}
+	if d.OldGeneration != nil {
+		kv.row("old generation", generationRecordText(d.OldGeneration))
+	}
+	if d.NewGeneration != nil {
+		kv.row("new generation", generationRecordText(d.NewGeneration))
+	}
+	if d.CapturePath != "" {
+		kv.row("capture", fmt.Sprintf("%s (%d bytes)", d.CapturePath, d.CaptureBytes))
+	}
+	for _, q := range d.Quarantined {
+		kv.row("quarantined", q)
+	}
+	if d.DivertDir != "" {
+		kv.row("divert dir", d.DivertDir)
+	}
+	if d.Error != "" {
+		kv.row("error", d.Error)
+	}
+	kv.write(w)
+	if len(d.Holders) > 0 {
+		fmt.Fprintln(w, "  holders:")
+		t := newTable("    ", "PID", "FILES", "FROZEN", "RELEASED", "EXE")
+		for _, h := range d.Holders {
+			var files []string
+			for _, f := range h.Files {
+				how := fmt.Sprintf("fd %d", f.FD)
+				if f.FD < 0 || f.Mmap {
+					how = "mmap"
+				}
+				files = append(files, fmt.Sprintf("%s(%s)", f.Role, how))
+			}
+			frozen := "no"
+			if h.Frozen {
+				frozen = "yes"
+			}
+			rel := h.Released
+			if rel == "" {
+				rel = "-"
+			}
+			t.row(fmt.Sprint(h.PID), strings.Join(files, ","), frozen, rel, h.Exe)
+		}
+		t.write(w)
+	}
+	fmt.Fprintln(w, "  steps:")
+	if len(v.Steps) == 0 {
+		fmt.Fprintln(w, "    (none)")
+		return
+	}
+	t := newTable("    ", "SEQ", "AT", "STEP", "STATE", "DETAIL")
+	for _, s := range v.Steps {
+		tr := ""
+		if s.To != "" {
+			tr = "→ " + string(s.To)
+		}
+		t.row(fmt.Sprint(s.Seq), stampMilli(s.At), s.Name, tr, detailText(s.Detail))
+	}
+	t.write(w)
+}
+
+func generationRecordText(g *supervisor.GenerationRecord) string {
+	file := func(role string, f supervisor.FileRecord) string {
+		if f.Ino == 0 {
+			return role + " absent"
+		}
+		return fmt.Sprintf("%s ino %d", role, f.Ino)
+	}
+	wal := file("wal", g.WAL)
+	if g.Salt1 != 0 || g.Salt2 != 0 {
+		wal += fmt.Sprintf(" salts %08x:%08x", g.Salt1, g.Salt2)
+	}
+	return file("main", g.Main) + " · " + wal + " · " + file("shm", g.SHM)
+}
+
+// detailText renders a step's detail as sorted key=value pairs; values
+// that are not plain strings are shown as JSON.
+func detailText(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		var val string
+		switch x := m[k].(type) {
+		case string:
+			val = x
+			if val == "" || strings.ContainsAny(val, " \t\"") {
+				val = fmt.Sprintf("%q", val)
+			}
+		default:
+			b, err := json.Marshal(x)
+			if err != nil {
+				val = fmt.Sprint(x)
+			} else {
+				val = string(b)
+			}
+		}
+		parts = append(parts, k+"="+val)
+	}
+	return strings.Join(parts, " ")
+}
+
+// stampMilli is stamp with milliseconds, for steps that follow each other
+// within one second.
+func stampMilli(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() {
+	register(command{
+		name:    "release",
+		summary: "release ID --resume|--terminate|--kill: decide for a held incident",
+		run:     runRelease,
+	})
+}
+
+func releaseUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl release ID --resume|--terminate|--kill [--socket PATH]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Releases the frozen holders of an unfinished incident (one the hold policy")
+	fmt.Fprintln(w, "keeps frozen, or any other not yet captured):")
+	fmt.Fprintln(w, "  --resume     SIGCONT only; the process goes on writing to its orphan")
+	fmt.Fprintln(w, "  --terminate  SIGTERM, SIGCONT, then SIGKILL after the grace period")
+	fmt.Fprintln(w, "  --kill       SIGKILL while stopped, so no close-time code runs")
+	fmt.Fprintln(w, "Needs a running agentd.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+}
+
+func runRelease(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	socket := fs.String("socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
+	resume := fs.Bool("resume", false, "resume the holders (SIGCONT)")
+	terminate := fs.Bool("terminate", false, "terminate the holders (SIGTERM, grace, SIGKILL)")
+	kill := fs.Bool("kill", false, "kill the holders (SIGKILL)")
+	pos, code, ok := parseOrUsage(e, fs, args, 1, releaseUsage)
+	if !ok {
+		return code
+	}
+	var how []supervisor.Policy
+	for _, c := range []struct {
+		set bool
+		p   supervisor.Policy
+	}{{*resume, supervisor.PolicyResume}, {*terminate, supervisor.PolicyTerminate}, {*kill, supervisor.PolicyKill}} {
+		if c.set {
+			how = append(how, c.p)
+		}
+	}
+	if len(how) != 1 {
+		fmt.Fprintln(e.stderr, "agentctl release: give exactly one of --resume, --terminate, --kill")
+		fmt.Fprintln(e.stderr)
+		releaseUsage(e.stderr, fs)
+		return exitUsage
+	}
+	id := pos[0]
+	var ans struct {
+		Incident string            `json:"incident"`
+		Released supervisor.Policy `json:"released"`
+	}
+	err := newClient(socketPath(*socket, e.getenv)).post(ctx, "/v1/incidents/"+url.PathEscape(id)+"/release",
+		supervisor.ReleaseRequest{How: how[0]}, &ans)
+	if errors.Is(err, errDaemonNotRunning) {
+		fmt.Fprintf(e.stderr, "agentctl release: %v; releasing needs a running agentd (its holders stay as they are)\n", err)
+		return exitError
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl release: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "incident %s: holders released (%s); see agentctl incident show %s\n", ans.Incident, ans.Released, ans.Incident)
+	return exitOK
+}

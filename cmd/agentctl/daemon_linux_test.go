@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+// logTo sends the agent's log to t.Log until the test ends, so a failure
+// shows every event.
+type logTo struct {
+	mu sync.Mutex
+	t  *testing.T
+	on bool
+}
+
+func (w *logTo) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.on {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
+}
+
+// startAgent runs agentd in this process on home, with its socket under a
+// short directory (unix socket paths are limited to 108 bytes).
+// stop closes the agent once; the cleanup calls it too.
+func startAgent(t *testing.T, home string, policies supervisor.PolicySet) (a *supervisor.Agent, stateDir string, stop func()) {
+	t.Helper()
+	lw := &logTo{t: t, on: true}
+	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
+	sockDir, err := os.MkdirTemp("", "sg-ctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	stateDir = filepath.Join(t.TempDir(), "state")
+	policies.Grace = 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err = supervisor.Start(ctx, supervisor.Options{
+		StateDir:  stateDir,
+		Socket:    filepath.Join(sockDir, "agent.sock"),
+		Reconcile: 300 * time.Millisecond,
+		Discover: store.DiscoverOptions{
+			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
+			UserHome:        "/nonexistent",
+			CurrentUserOnly: true,
+		},
+		Policies: policies,
+		Logger:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := a.Close(ctx); err != nil {
+				t.Errorf("agent close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return a, stateDir, stop
+}
+
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 'X'
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return '?'
+	}
+	return b[i+2]
+}
+
+func incidentsJSON(t *testing.T, vars map[string]string, args ...string) []supervisor.Incident {
+	t.Helper()
+	r := ctl(t, vars, append([]string{"incidents", "--json"}, args...)...)
+	if r.code != exitOK {
+		t.Fatalf("incidents: exit %d: %s", r.code, r.stderr)
+	}
+	var incs []supervisor.Incident
+	if err := json.Unmarshal([]byte(r.stdout), &incs); err != nil {
+		t.Fatalf("incidents --json: %v\n%s", err, r.stdout)
+	}
+	return incs
+}
+
+// The whole operator loop against a running agent: status shows the
+// daemon and the held incident, incident show tells its story, release
+// --kill ends the frozen writer, and the incident resolves.
+func TestDaemonHoldAndRelease(t *testing.T) {
+	home := t.TempDir()
+	db := filepath.Join(home, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	a, stateDir, stop := startAgent(t, home, supervisor.PolicySet{Replaced: supervisor.PolicyHold})
+	vars := map[string]string{socketEnv: a.SocketPath()}
+
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+	var st supervisor.Status
+	eventually(t, "agentd to report the writer as a holder", 20*time.Second, func() bool {
+		st = decodeStatus(t, ctl(t, vars, "status", "--json"))
+		p := holderOf(storeOf(t, st, db), w.Pid)
+		return p != nil && len(heldRoles(p)) == 3
+	})
+	if !st.Daemon.Running || st.Daemon.PID != os.Getpid() || st.Daemon.Socket != a.SocketPath() || st.Daemon.StateDir != stateDir {
+		t.Fatalf("daemon = %+v", st.Daemon)
+	}
+	r := ctl(t, vars, "status", "--home", home)
+	if !strings.Contains(r.stdout, fmt.Sprintf("daemon running, pid %d", os.Getpid())) {
+		t.Errorf("status text lacks the daemon line:\n%s", r.stdout)
+	}
+	if st := decodeStatus(t, ctl(t, vars, "status", "--json", "--home", t.TempDir())); len(st.Stores) != 0 ||
+		len(st.Problems) != 1 || !strings.Contains(st.Problems[0].Error, "not watched") {
+		t.Errorf("status of a home the daemon does not watch: %+v", st)
+	}
+	if r := ctl(t, vars, "incidents"); r.code != exitOK || !strings.Contains(r.stdout, "No open incidents.") {
+		t.Errorf("incidents before any: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+
+	renameFreshOver(t, db)
+	var inc supervisor.Incident
+	eventually(t, "a pinned incident", 15*time.Second, func() bool {
+		incs := incidentsJSON(t, vars)
+		if len(incs) == 1 && incs[0].State == supervisor.StatePinned {
+			inc = incs[0]
+			return true
+		}
+		return false
+	})
+	if inc.Kind != supervisor.KindReplaced || inc.Policy != string(supervisor.PolicyHold) || inc.Store != db {
+		t.Fatalf("incident %+v", inc)
+	}
+	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(w.Pid) == 'T' })
+
+	r = ctl(t, vars, "incidents")
+	if !strings.Contains(r.stdout, inc.ID) || !strings.Contains(r.stdout, "pinned") || !strings.Contains(r.stdout, "hold") {
+		t.Errorf("incidents text:\n%s", r.stdout)
+	}
+	r = ctl(t, vars, "status")
+	if !strings.Contains(r.stdout, "open incidents:") || !strings.Contains(r.stdout, inc.ID) || r.code != exitRefused {
+		t.Errorf("status with a held incident (exit %d):\n%s", r.code, r.stdout)
+	}
+	r = ctl(t, vars, "incident", "show", inc.ID)
+	for _, want := range []string{"Incident " + inc.ID, "replaced", "pinned", "hold", db, fmt.Sprint(w.Pid), "steps:", "→ pinned"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("incident show lacks %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	r = ctl(t, vars, "incident", "show", "--json", inc.ID)
+	var view supervisor.IncidentView
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.ID != inc.ID || len(view.Steps) == 0 {
+		t.Fatalf("incident show --json (exit %d): %v\n%s", r.code, err, r.stdout)
+	}
+	if r := ctl(t, vars, "incident", "show", "20000101T000000Z-000000"); r.code != exitError || !strings.Contains(r.stderr, "no incident") {
+		t.Errorf("unknown incident: exit %d %q", r.code, r.stderr)
+	}
+	if r := ctl(t, vars, "release", inc.ID); r.code != exitUsage {
+		t.Errorf("release without a decision: exit %d", r.code)
+	}
+	if r := ctl(t, vars, "release", inc.ID, "--kill", "--resume"); r.code != exitUsage {
+		t.Errorf("release with two decisions: exit %d", r.code)
+	}
+	if procState(w.Pid) != 'T' {
+		t.Fatalf("the writer is no longer stopped before the release")
+	}
+
+	r = ctl(t, vars, "release", inc.ID, "--kill")
+	if r.code != exitOK || !strings.Contains(r.stdout, "released (kill)") {
+		t.Fatalf("release --kill: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	select {
+	case <-w.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("writer %d still there 10s after release --kill", w.Pid)
+	}
+	if ws, ok := w.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("writer ended with %v, want SIGKILL", w.Cmd.ProcessState)
+	}
+	eventually(t, "the incident to resolve", 30*time.Second, func() bool {
+		incs := incidentsJSON(t, vars, "--all")
+		return len(incs) == 1 && incs[0].State.Terminal()
+	})
+	if incs := incidentsJSON(t, vars, "--all"); incs[0].State != supervisor.StateResolved {
+		t.Fatalf("incident ended %s: %s", incs[0].State, incs[0].Detail.Error)
+	}
+	if incs := incidentsJSON(t, vars); len(incs) != 0 {
+		t.Errorf("open incidents after resolution: %+v", incs)
+	}
+	if r := ctl(t, vars, "release", inc.ID, "--resume"); r.code != exitError || !strings.Contains(r.stderr, inc.ID) {
+		t.Errorf("release of a resolved incident: exit %d %q", r.code, r.stderr)
+	}
+	r = ctl(t, vars, "queue", "--json")
+	var jobs []supervisor.Job
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); r.code != exitOK || err != nil {
+		t.Errorf("queue --json: exit %d %v %q", r.code, err, r.stdout)
+	}
+
+	// Without the daemon, the journal answers, labelled as such.
+	stop()
+	vars = map[string]string{socketEnv: a.SocketPath()}
+	r = ctl(t, vars, "incidents", "--all", "--state-dir", stateDir)
+	if r.code != exitOK || !strings.Contains(r.stdout, "from the journal") || !strings.Contains(r.stdout, inc.ID) || !strings.Contains(r.stdout, "resolved") {
+		t.Errorf("incidents from the journal: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = ctl(t, vars, "incident", "show", inc.ID, "--state-dir", stateDir, "--json")
+	view = supervisor.IncidentView{}
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.State != supervisor.StateResolved ||
+		!strings.Contains(r.stderr, "from the journal") {
+		t.Errorf("incident show from the journal: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if r := ctl(t, vars, "queue", "--state-dir", stateDir); r.code != exitOK || !strings.Contains(r.stdout, "from the journal") {
+		t.Errorf("queue from the journal: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := ctl(t, vars, "release", inc.ID, "--kill"); r.code != exitError || !strings.Contains(r.stderr, "daemon not running") {
+		t.Errorf("release without agentd: exit %d %q", r.code, r.stderr)
+	}
+	st = decodeStatus(t, ctl(t, vars, "status", "--json", "--home", home))
+	if st.Daemon.Running || st.Daemon.Error != "daemon not running" {
+		t.Errorf("status after the agent stopped: daemon %+v", st.Daemon)
+	}
+}
