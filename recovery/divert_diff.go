@@ -1,0 +1,183 @@
+package recovery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stateguard/stateguard/store"
+)
+
+// sessionDiff is what one session of the capture has that the healthy
+// store does not.
+type sessionDiff struct {
+	sid        string
+	newSession bool
+	session    *store.Session // the capture's row, when newSession
+	// replay and pre hold the missing rows in capture id order, with
+	// their rendered lines; pre only for KindReplaced.
+	replay, pre  []divertRow
+	unreplayable int
+	captureRows  int
+	healthyRows  int
+}
+
+type divertRow struct {
+	id   int64
+	line PyValue
+}
+
+// diffCapture compares every session the capture has messages in with the
+// same session of the healthy store. A capture row is present when the
+// healthy session has a row of the same identity (keyOf) not already
+// matched to an earlier capture row: two equal rows in the capture and one
+// in the store leave one missing. replacedAt (non-zero for KindReplaced)
+// splits the missing rows: stamped after it, replay; else pre.
+func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt time.Time) ([]sessionDiff, error) {
+	sids, err := captureSessions(ctx, capQ)
+	if err != nil {
+		return nil, err
+	}
+	sessCols, err := tableColumns(ctx, healthyQ, "sessions")
+	if err != nil {
+		return nil, fmt.Errorf("healthy store: %w", err)
+	}
+	cut := float64(replacedAt.UnixNano()) / 1e9
+	var out []sessionDiff
+	for _, sid := range sids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d := sessionDiff{sid: sid}
+		capRows, err := store.ReadMessages(ctx, capQ, sid)
+		if err != nil {
+			return nil, fmt.Errorf("capture: session %s: %w", sid, err)
+		}
+		exists, err := store.SessionExists(ctx, healthyQ, sid)
+		if err != nil {
+			return nil, fmt.Errorf("healthy store: %w", err)
+		}
+		var healthy []store.Message
+		if exists {
+			if healthy, err = store.ReadMessages(ctx, healthyQ, sid); err != nil {
+				return nil, fmt.Errorf("healthy store: session %s: %w", sid, err)
+			}
+		} else {
+			d.newSession = true
+			s, err := store.ReadSession(ctx, capQ, sid)
+			switch {
+			case errors.Is(err, store.ErrNoSession):
+				// A store without the foreign key can hold messages of
+				// no session; the replay creates it as Hermes does.
+			case err != nil:
+				return nil, fmt.Errorf("capture: %w", err)
+			default:
+				pruneSession(&s, sessCols)
+				d.session = &s
+			}
+		}
+		d.captureRows, d.healthyRows = len(capRows), len(healthy)
+		have := make(map[rowKey]int, len(healthy))
+		for i := range healthy {
+			have[keyOf(&healthy[i])]++
+		}
+		for i := range capRows {
+			m := &capRows[i]
+			k := keyOf(m)
+			if have[k] > 0 {
+				have[k]--
+				continue
+			}
+			line, ok := divertLine(m)
+			if !ok {
+				d.unreplayable++
+				continue
+			}
+			row := divertRow{id: m.ID, line: line}
+			if !replacedAt.IsZero() && !(m.Timestamp.Valid && m.Timestamp.Float64 > cut) {
+				d.pre = append(d.pre, row)
+				continue
+			}
+			d.replay = append(d.replay, row)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// captureSessions lists the sessions with messages in the capture, in the
+// order their first message was written.
+func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT session_id FROM messages GROUP BY session_id ORDER BY min(id)")
+	if err != nil {
+		return nil, fmt.Errorf("capture: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var sid sql.NullString
+		if err := rows.Scan(&sid); err != nil {
+			return nil, fmt.Errorf("capture: list sessions: %w", err)
+		}
+		if sid.Valid {
+			out = append(out, sid.String)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("capture: list sessions: %w", err)
+	}
+	return out, nil
+}
+
+func tableColumns(ctx context.Context, q store.Querier, table string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
+	if err != nil {
+		return nil, fmt.Errorf("probe columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	cols := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, fmt.Errorf("probe columns of %s: %w", table, err)
+		}
+		cols[c] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("probe columns of %s: %w", table, err)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("probe columns of %s: no such table (is this a Hermes store?)", table)
+	}
+	return cols, nil
+}
+
+// pruneSession clears the optional columns the healthy store's sessions
+// table does not have (a v31 capture replayed into a v30 store), so
+// creating the session does not fail on them. Hermes migrations only add
+// columns, so what the store has now it still has at replay time.
+func pruneSession(s *store.Session, have map[string]bool) {
+	for col, clear := range map[string]func(){
+		"user_id":                   func() { s.UserID = sql.NullString{} },
+		"model":                     func() { s.Model = sql.NullString{} },
+		"model_config":              func() { s.ModelConfig = sql.NullString{} },
+		"parent_session_id":         func() { s.ParentSessionID = sql.NullString{} },
+		"ended_at":                  func() { s.EndedAt = sql.NullFloat64{} },
+		"end_reason":                func() { s.EndReason = sql.NullString{} },
+		"message_count":             func() { s.MessageCount = sql.NullInt64{} },
+		"tool_call_count":           func() { s.ToolCallCount = sql.NullInt64{} },
+		"title":                     func() { s.Title = sql.NullString{} },
+		"last_activity_at":          func() { s.LastActivityAt = sql.NullFloat64{} },
+		"last_activity_description": func() { s.LastActivityDescription = sql.NullString{} },
+		"last_activity_provenance":  func() { s.LastActivityProvenance = sql.NullString{} },
+		"archived":                  func() { s.Archived = sql.NullInt64{} },
+		"profile_name":              func() { s.ProfileName = sql.NullString{} },
+		"auto_archived":             func() { s.AutoArchived = sql.NullInt64{} },
+	} {
+		if !have[col] {
+			clear()
+		}
+	}
+}
