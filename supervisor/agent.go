@@ -73,6 +73,10 @@ type Agent struct {
 	verdicts map[string]holders.Verdict
 
 	optMu sync.RWMutex // guards the reloadable options
+
+	// reconcileC asks reconcileLoop for a full reconcile; cap 1, so
+	// requests made while one runs fold into the next.
+	reconcileC chan struct{}
 }
 
 // Start opens the state directory, takes the single-instance lock,
@@ -159,8 +163,10 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 			return fail(fmt.Errorf("metrics endpoint: %w", err))
 		}
 	}
-	a.wg.Add(2)
+	a.reconcileC = make(chan struct{}, 1)
+	a.wg.Add(3)
 	go a.eventLoop()
+	go a.reconcileLoop()
 	go a.replayLoop()
 	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
 		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
@@ -388,10 +394,27 @@ func (a *Agent) eventLoop() {
 					a.log.Error("rediscovery failed", "err", err)
 				}
 			case watcher.Reconcile:
-				a.reconcile()
+				// A full scan takes milliseconds to tens of them;
+				// it must never delay the next store event.
+				select {
+				case a.reconcileC <- struct{}{}:
+				default:
+				}
 			case watcher.WatchError:
 				a.log.Warn("directory not watched; only reconciles see it", "subsystem", "watcher", "path", ev.Path, "err", ev.Err)
 			}
+		}
+	}
+}
+
+func (a *Agent) reconcileLoop() {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-a.reconcileC:
+			a.reconcile()
 		}
 	}
 }

@@ -89,6 +89,7 @@ func (w *worker) run() {
 	// Pins are the only thing keeping an orphan alive; they close with
 	// the worker, after the journal knows where each incident stands.
 	defer w.closeAllPins()
+	defer w.guardClose()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -167,6 +168,7 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.gen, w.haveGen = gen, true
+	defer w.guardSync(gen)
 	if len(orphans) == 0 {
 		return
 	}
