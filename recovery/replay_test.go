@@ -388,7 +388,8 @@ func TestReplayDamagedFile(t *testing.T) {
 		msg("user", "first", 1),
 		`{"role": "user", "content": "cut off`,
 		"not json",
-		msg("user", big, 2),
+		// A 10 MB tool result: FTS5 indexes only its first 8192 chars.
+		line("role", "tool", "content", big, "tool_call_id", "call_1", "tool_name", "cat", "timestamp", 2),
 		`{"role": "user", "content": "bad `+"\xff\xe2\x82"+` bytes", "timestamp": 3}`,
 		`[1, 2]`,
 		line("role", "", "content", "no role"),
@@ -406,7 +407,7 @@ func TestReplayDamagedFile(t *testing.T) {
 	if !slices.Equal(lines, []int{2, 3, 6, 7, 8}) || !slices.Equal(rep.Repaired, []int{5}) {
 		t.Fatalf("issues %v repaired %v", rep.Issues, rep.Repaired)
 	}
-	ms := e.expectRows("s1", "user|first|1.0", "user|"+big+"|2.0", "user|bad \ufffd\ufffd bytes|3.0", "assistant|last|5.0")
+	ms := e.expectRows("s1", "user|first|1.0", "tool|"+big+"|2.0|call_1|cat|∅", "user|bad \ufffd\ufffd bytes|3.0", "assistant|last|5.0")
 	if len(ms[1].Content.String) != 10<<20 {
 		t.Fatal("the 10 MB line was cut")
 	}
