@@ -227,6 +227,14 @@ func (c *collector) add(p Process, hs []holding) {
 
 func roleIndex(r Role) int { return slices.Index(Roles, r) }
 
+// merge adds what another collector of the same watch found.
+func (c *collector) merge(o *collector) {
+	for i := range c.holders {
+		c.holders[i] = append(c.holders[i], o.holders[i]...)
+	}
+	c.blind = append(c.blind, o.blind...)
+}
+
 func (c *collector) addBlind(b Blind, groups func() ([]int, bool)) {
 	c.blind = append(c.blind, blindProc{Blind: b, groups: groups})
 }

@@ -1,16 +1,16 @@
 package holders
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,35 +29,36 @@ func fileState(fi fs.FileInfo) FileState {
 
 func scanAll(targets []Target, known map[int]Process) (*Result, error) {
 	start := time.Now()
-	s, err := newProcScanner(targets, known)
+	proc, err := openProc()
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
-	pids, err := s.pids()
+	defer unix.Close(proc)
+	w := newWatch(targets)
+	pids, err := listPids(proc, make([]byte, 32<<10))
 	if err != nil {
 		return nil, err
 	}
-	for _, pid := range pids {
-		s.inspect(pid)
-	}
+	c := inspectAll(w, proc, pids, known)
 	if os.Geteuid() != 0 {
 		if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || hidesProcesses(b) {
-			s.c.addBlind(Blind{UID: -1, Reason: "/proc is mounted with hidepid=invisible: other users' processes are not listed; scan as root"}, nil)
+			c.addBlind(Blind{UID: -1, Reason: "/proc is mounted with hidepid=invisible: other users' processes are not listed; scan as root"}, nil)
 		}
 	}
-	res := s.c.result()
+	res := c.result()
 	res.Took = time.Since(start)
 	return res, nil
 }
 
 func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, error) {
 	start := time.Now()
-	s, err := newProcScanner(targets, known)
+	proc, err := openProc()
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
+	defer unix.Close(proc)
+	w := newWatch(targets)
+	s := newProcScanner(w, proc, known)
 	for _, pid := range pids {
 		if pid != s.self {
 			s.inspect(pid)
@@ -66,6 +67,45 @@ func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, err
 	res := s.c.result()
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+func openProc() (int, error) {
+	proc, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /proc: %w (is procfs mounted?)", err)
+	}
+	return proc, nil
+}
+
+// inspectAll spreads the pids over one worker per CPU: the scan's cost is
+// almost all system calls into procfs, which run in parallel.
+func inspectAll(w *watch, proc int, pids []int, known map[int]Process) *collector {
+	workers := min(runtime.GOMAXPROCS(0), 8, max(len(pids)/64, 1))
+	scanners := make([]*procScanner, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	const chunk = 16
+	for i := range scanners {
+		s := newProcScanner(w, proc, known)
+		scanners[i] = s
+		wg.Go(func() {
+			for {
+				j := int(next.Add(chunk)) - chunk
+				if j >= len(pids) {
+					return
+				}
+				for _, pid := range pids[j:min(j+chunk, len(pids))] {
+					s.inspect(pid)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c := scanners[0].c
+	for _, s := range scanners[1:] {
+		c.merge(s.c)
+	}
+	return c
 }
 
 // procScanner walks /proc with reusable buffers: every process costs a
@@ -82,27 +122,22 @@ type procScanner struct {
 	buf   []byte
 	obs   []observation
 	seen  []uint64
+	names map[FileID]bool // per scan: is a mapped inode's path in a watched dir
 }
 
-func newProcScanner(targets []Target, known map[int]Process) (*procScanner, error) {
-	proc, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open /proc: %w (is procfs mounted?)", err)
-	}
-	w := newWatch(targets)
+func newProcScanner(w *watch, proc int, known map[int]Process) *procScanner {
 	return &procScanner{
 		w: w, c: newCollector(w), known: known, proc: proc, self: os.Getpid(),
 		dents: make([]byte, 32<<10), link: make([]byte, unix.PathMax+len(deletedSuffix)),
-		buf: make([]byte, 64<<10),
-	}, nil
+		buf: make([]byte, 64<<10), names: make(map[FileID]bool),
+	}
 }
 
-func (s *procScanner) close() { unix.Close(s.proc) }
-
-func (s *procScanner) pids() ([]int, error) {
+func listPids(proc int, buf []byte) ([]int, error) {
+	self := os.Getpid()
 	var pids []int
-	err := readDirNames(s.proc, s.dents, func(name []byte) {
-		if pid, ok := parseInt(name); ok && pid != s.self {
+	err := readDirNames(proc, buf, func(name []byte) {
+		if pid, ok := parseInt(name); ok && pid != self {
 			pids = append(pids, pid)
 		}
 	})
@@ -250,46 +285,6 @@ func (s *procScanner) readFDs(pd int) error {
 		return err
 	}
 	return linkErr
-}
-
-// readMaps adds the mappings of watched files. SQLite maps -shm (and the
-// main file with mmap_size), and a process may close the fd and keep the
-// mapping.
-func (s *procScanner) readMaps(pd int) error {
-	b, err := readAt(pd, "maps", s.buf)
-	if err != nil {
-		return err
-	}
-	s.buf = b[:0]
-	s.seen = s.seen[:0]
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		e, ok := parseMapsLine(line)
-		if !ok {
-			continue
-		}
-		path := trimDeleted(e.Path)
-		if !s.w.candidate(path) || slices.Contains(s.seen, e.Ino) {
-			continue
-		}
-		s.seen = append(s.seen, e.Ino)
-		o := observation{path: string(path), fd: -1, mapped: true,
-			id: FileID{Dev: unix.Mkdev(e.Major, e.Minor), Ino: e.Ino}}
-		// map_files gives the identity exactly as stat does (maps shows
-		// the superblock's device, which differs on btrfs subvolumes);
-		// it needs CAP_SYS_ADMIN, so fall back to the maps fields.
-		var st unix.Stat_t
-		if unix.Fstatat(pd, "map_files/"+string(e.Range), &st, 0) == nil {
-			o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, uint64(st.Nlink), true
-		}
-		s.obs = append(s.obs, o)
-	}
-	return nil
 }
 
 // readAt reads a whole /proc file relative to dirfd into buf (grown as

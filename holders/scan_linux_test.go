@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -125,6 +126,19 @@ func TestScanWriterIsCurrentHolder(t *testing.T) {
 		if !s.Current[r].Exists {
 			t.Errorf("%s should exist: %+v", r, s.Current[r])
 		}
+	}
+
+	// The same facts through the other maps reader (text or ioctl).
+	prev := procmapQuery.Load()
+	if prev >= 0 {
+		procmapQuery.Store(-1)
+	} else {
+		procmapQuery.Store(0)
+	}
+	other := scanOne(t, db)
+	procmapQuery.Store(prev)
+	if got, want := byRole(holder(t, other, w.Pid)), files; !reflect.DeepEqual(got, want) {
+		t.Errorf("maps reader %d gives %+v, the other %+v", prev, got, want)
 	}
 }
 
@@ -382,5 +396,64 @@ func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
 	}
 	if len(s.Blind) == 0 {
 		t.Error("root processes are uninspectable by nobody and could open the store: want them listed")
+	}
+}
+
+// A process that mapped the store and closed its fd is still a holder,
+// found through /proc/<pid>/maps, by both maps readers.
+func TestScanFindsMappingOnlyHolder(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), mapHelperEnv+"="+db)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line := make([]byte, 64)
+	if n, err := stdout.Read(line); err != nil || !strings.HasPrefix(string(line[:n]), "ready") {
+		t.Fatalf("map helper: %q %v", line[:n], err)
+	}
+	pid := cmd.Process.Pid
+
+	before := scanOne(t, db).Current
+	renameOver(t, db)
+	for _, mode := range []int32{0, -1} {
+		prev := procmapQuery.Swap(mode)
+		s := scanOne(t, db)
+		procmapQuery.Store(prev)
+		p := holder(t, s, pid)
+		if len(p.Files) != 1 {
+			t.Fatalf("mode %d: files %+v", mode, p.Files)
+		}
+		h := p.Files[0]
+		if h.Role != RoleMain || h.FD != -1 || !h.Mapped || h.Current || h.ID != before[RoleMain].ID || h.Nlink != 0 {
+			t.Errorf("mode %d: want an orphan mapping of the old main %v, got %+v", mode, before[RoleMain].ID, h)
+		}
+	}
+	if os.Geteuid() == 0 {
+		f, err := PinMapped(pid, before[RoleMain].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if b := readAll(t, f); !strings.HasPrefix(string(b), "SQLite format 3\x00") {
+			t.Fatalf("pinned mapping is not the old main: %q", b[:16])
+		}
 	}
 }
