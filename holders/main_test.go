@@ -3,10 +3,8 @@ package holders
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -19,28 +17,6 @@ const scanHelperEnv = "STATEGUARD_HOLDERS_SCAN_HELPER"
 // mapHelperEnv makes the test binary map the named file, close its fd,
 // say "ready" and wait for stdin to close: a holder by mapping only.
 const mapHelperEnv = "STATEGUARD_HOLDERS_MAP_HELPER"
-
-func mapHelper(path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	f.Close()
-	fmt.Printf("ready %d\n", mem[0])
-	io.Copy(io.Discard, os.Stdin)
-	os.Exit(0)
-}
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(mapHelperEnv); path != "" {
