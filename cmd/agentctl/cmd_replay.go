@@ -40,8 +40,6 @@ var queueReplay func(ctx context.Context, req replayRequest) (queued bool, err e
 func replayUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl replay PATH [--session-id ID] [--inspect-only] [--now]")
 	fmt.Fprintln(w, "                        [--profile P] [--home H] | [--db PATH]")
-	fmt.Fprintln(w, "       agentctl replay --capture DIR [--include-pre-replacement] [--kind K]")
-	fmt.Fprintln(w, "                        [--replaced-at TIME] [--now] [--profile P] [--home H] | [--db PATH]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Appends the records of a diverted JSONL (Hermes' or stateguard's) that the")
 	fmt.Fprintln(w, "session does not have yet, with Hermes' recovery ids, in one transaction.")
@@ -49,16 +47,9 @@ func replayUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "$HERMES_HOME or ~/.hermes). --inspect-only writes nothing, and reads a store")
 	fmt.Fprintln(w, "(read-only) only when one is named with --db, --profile or --home.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "With --capture, the rows a capture (stateguard's or Hermes') holds and the store")
-	fmt.Fprintln(w, "lacks are first diverted to <profile home>/sessions/recovered/<incident>/, then")
-	fmt.Fprintln(w, "replayed. Rows a restore rolled back (kind replaced, stamped at or before")
-	fmt.Fprintln(w, "--replaced-at) go to pre-replacement/ and are replayed only with")
-	fmt.Fprintln(w, "--include-pre-replacement.")
-	fmt.Fprintln(w)
 	fs.PrintDefaults()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe directory),")
-	fmt.Fprintln(w, "4 some lines or rows skipped or repaired (listed).")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 4 some lines skipped or repaired (listed).")
 }
 
 func runReplay(ctx context.Context, e *env, args []string) int {
@@ -70,20 +61,10 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 	profile := fs.String("profile", "", "Hermes profile whose store to use (default \"default\")")
 	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
 	db := fs.String("db", "", "path of the store (state.db) to replay into")
-	var cf captureFlags
-	cf.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		replayUsage(e.stdout, fs)
 		return exitOK
-	}
-	if err == nil && cf.dir != "" {
-		if msg := cf.check(pos, *sessionID, *inspect); msg != "" {
-			fmt.Fprintf(e.stderr, "agentctl replay: %s\n\n", msg)
-			replayUsage(e.stderr, fs)
-			return exitUsage
-		}
-		pos = []string{""}
 	}
 	if err != nil || len(pos) != 1 || (*db != "" && (*profile != "" || *home != "")) {
 		switch {
@@ -97,9 +78,6 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 		}
 		replayUsage(e.stderr, fs)
 		return exitUsage
-	}
-	if cf.dir != "" {
-		return runReplayCapture(ctx, e, &cf, *db, *profile, *home, *now)
 	}
 	jsonl := expandHome(pos[0], e.getenv)
 	named := *db != "" || *profile != "" || *home != ""
