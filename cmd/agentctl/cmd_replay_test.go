@@ -149,8 +149,7 @@ func TestReplayVerbUsage(t *testing.T) {
 		{"replay"},
 		{"replay", "a.jsonl", "b.jsonl"},
 		{"replay", "a.jsonl", "--db", "x", "--profile", "p"},
-		{"replay", "a.jsonl", "--capture", "dir"},
-		{"replay", "a.jsonl", "--include-pre-replacement"},
+		{"replay", "a.jsonl", "--no-such-flag"},
 	} {
 		if r := runAgentctl(t, nil, args...); r.code != exitUsage {
 			t.Errorf("%v: exit %d, want usage", args, r.code)
