@@ -48,7 +48,7 @@ type pin struct {
 
 // openIncident journals a new incident for orphans, then pins, prepares
 // and releases per policy. frozen maps the pids already stopped to when.
-func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, gen store.Generation) {
+func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation) {
 	ctx := w.a.ctx
 	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now()}
 	var recs []HolderRecord
@@ -70,10 +70,6 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 			pids = append(pids, pid)
 		}
 		steps = append(steps, Step{Name: StepFrozen, To: StateFrozen, Detail: map[string]any{"pids": pids}})
-	}
-	var old *GenerationRecord
-	if w.haveGen {
-		old = generationRecord(w.gen)
 	}
 	inc, err := w.a.journal.OpenIncident(ctx, Incident{
 		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: kind, State: state, Policy: string(policy),
@@ -196,7 +192,20 @@ func (w *worker) release(li *liveIncident, policy Policy) {
 		w.log.Info("holder released", "event", EventHolderReleased, "incident", li.id, "pid", h.ref.Pid, "how", how)
 		w.watchExit(h.ref)
 	}
-	w.transition(li, StateReleased, Step{Name: StepReleased, Detail: map[string]any{"how": how}})
+	if li.state == StateReleased {
+		return
+	}
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepReleased, Detail: map[string]any{"how": how}},
+		func(inc *Incident) error {
+			inc.State, inc.Policy = StateReleased, how
+			for i := range inc.Detail.Holders {
+				inc.Detail.Holders[i].Released = how
+			}
+			return nil
+		}); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	w.setState(li, StateReleased)
 }
 
 // watchExit kicks the worker when a holder exits, so the capture starts at

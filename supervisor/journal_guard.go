@@ -12,11 +12,11 @@ import (
 // off). It ends by itself at Until, or earlier by ResumeGuard or a newer
 // pause of the same store (EndedAt).
 type GuardPause struct {
-	ID        int64
-	Store     string
-	Until     time.Time
-	Reason    string
-	CreatedAt time.Time
+	ID        int64     `json:"id"`
+	Store     string    `json:"store"`
+	Until     time.Time `json:"until"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	EndedAt   time.Time // zero unless resumed or superseded
 }
 

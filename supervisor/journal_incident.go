@@ -16,20 +16,20 @@ import (
 
 // Incident is the journal's record of one orphaned generation.
 type Incident struct {
-	ID        string // e.g. 20261129T231500Z-3fa9c1; sorts by opening time
-	Store     string // the store key: the main file's path
-	Profile   string
-	Home      string
-	Kind      Kind
-	State     State
-	PrevState State  // the state before the last transition ("" at first)
-	Policy    string // the release policy applied (terminate, kill, ...)
-	OpenedAt  time.Time
-	UpdatedAt time.Time
+	ID        string    `json:"id"`    // e.g. 20261129T231500Z-3fa9c1; sorts by opening time
+	Store     string    `json:"store"` // the store key: the main file's path
+	Profile   string    `json:"profile"`
+	Home      string    `json:"home"`
+	Kind      Kind      `json:"kind"`
+	State     State     `json:"state"`
+	PrevState State     `json:"prev_state,omitempty"` // the state before the last transition ("" at first)
+	Policy    string    `json:"policy"`               // the release policy applied (terminate, kill, ...)
+	OpenedAt  time.Time `json:"opened_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// ResolvedAt is when the incident reached resolved or failed; zero
 	// while it is unfinished.
-	ResolvedAt time.Time
-	Detail     IncidentDetail
+	ResolvedAt time.Time      `json:"resolved_at,omitzero"`
+	Detail     IncidentDetail `json:"detail"`
 }
 
 // IncidentDetail is what the protocol learned about an incident, kept as
@@ -90,12 +90,12 @@ type HolderFile struct {
 // step changed the incident's state. Detail is free-form; numbers read
 // back from the journal are json.Number.
 type Step struct {
-	Seq    int64 // 1, 2, ... per incident; assigned by the journal
-	Name   string
-	At     time.Time // zero means now
-	From   State
-	To     State
-	Detail map[string]any
+	Seq    int64          `json:"seq"` // 1, 2, ... per incident; assigned by the journal
+	Name   string         `json:"name"`
+	At     time.Time      `json:"at"` // zero means now
+	From   State          `json:"from,omitempty"`
+	To     State          `json:"to,omitempty"`
+	Detail map[string]any `json:"detail,omitempty"`
 }
 
 // ListOptions filters ListIncidents.

@@ -23,17 +23,17 @@ const (
 
 // Job is one replay of a diverted JSONL file into a store.
 type Job struct {
-	ID            int64
-	IncidentID    string // "" for a job an operator queued
-	Store         string // the store key, as in Incident.Store
-	Path          string // the JSONL file to replay
-	SessionID     string // target session; "" means the file's own
-	State         JobState
-	Attempts      int // how many times it was claimed
-	NextAttemptAt time.Time
-	LastError     string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID            int64      `json:"id"`
+	IncidentID    string     `json:"incident_id,omitempty"` // "" for a job an operator queued
+	Store         string     `json:"store"`                 // the store key, as in Incident.Store
+	Path          string     `json:"path"`                  // the JSONL file to replay
+	SessionID     string     `json:"session_id,omitempty"`  // target session; "" means the file's own
+	State         JobState   `json:"state"`
+	Attempts      int        `json:"attempts"` // how many times it was claimed
+	NextAttemptAt time.Time  `json:"next_attempt_at,omitzero"`
+	LastError     string     `json:"last_error,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
 	Result        *JobResult // set when done
 }
 

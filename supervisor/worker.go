@@ -167,6 +167,7 @@ func (w *worker) check(at time.Time) {
 			}
 		}
 	}
+	old, hadGen := w.gen, w.haveGen
 	w.gen, w.haveGen = gen, true
 	defer w.guardSync(gen)
 	if len(orphans) == 0 {
@@ -188,7 +189,11 @@ func (w *worker) check(at time.Time) {
 			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
 		}
 	}
-	w.openIncident(kind, policy, orphans, frozen, at, gen)
+	var oldRec *GenerationRecord
+	if hadGen {
+		oldRec = generationRecord(old)
+	}
+	w.openIncident(kind, policy, orphans, frozen, at, oldRec, gen)
 }
 
 // Settle times: a change is classified once no further event for the
