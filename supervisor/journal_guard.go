@@ -17,7 +17,7 @@ type GuardPause struct {
 	Until     time.Time `json:"until"`
 	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	EndedAt   time.Time // zero unless resumed or superseded
+	EndedAt   time.Time `json:"ended_at,omitzero"` // zero unless resumed or superseded
 }
 
 // Active reports whether the pause is in force at now.

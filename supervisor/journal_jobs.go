@@ -34,7 +34,7 @@ type Job struct {
 	LastError     string     `json:"last_error,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
-	Result        *JobResult // set when done
+	Result        *JobResult `json:"result,omitempty"` // set when done
 }
 
 // JobResult is what a finished replay did.
