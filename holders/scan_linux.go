@@ -232,14 +232,19 @@ func (s *procScanner) blind(pd, pid int, reason string) {
 		// it is not dumpable, which only widens what counts).
 		uid = int(st.Uid)
 	}
-	s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: reason}, func() ([]int, bool) {
-		b, err := readAt(pd, "status", nil)
-		if err != nil {
-			return nil, false
+	// status stays readable when fd and maps are not. Read it now, while
+	// pd still names this process: its groups decide whether group
+	// permissions let it open a store.
+	var groups []int
+	known := false
+	if uid != 0 {
+		if b, err := readAt(pd, "status", nil); err == nil {
+			if euid, g, err := parseStatusIDs(b); err == nil {
+				uid, groups, known = euid, g, true
+			}
 		}
-		_, groups, err := parseStatusIDs(b)
-		return groups, err == nil
-	})
+	}
+	s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: reason}, func() ([]int, bool) { return groups, known })
 }
 
 func (s *procScanner) readFDs(pd int) error {
