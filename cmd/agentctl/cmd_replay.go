@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -40,6 +43,8 @@ var queueReplay func(ctx context.Context, req replayRequest) (queued bool, err e
 func replayUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl replay PATH [--session-id ID] [--inspect-only] [--now]")
 	fmt.Fprintln(w, "                        [--profile P] [--home H] | [--db PATH]")
+	fmt.Fprintln(w, "       agentctl replay --capture DIR [--include-pre-replacement] [--kind K]")
+	fmt.Fprintln(w, "                        [--replaced-at TIME] [--now] [--profile P] [--home H] | [--db PATH]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Appends the records of a diverted JSONL (Hermes' or stateguard's) that the")
 	fmt.Fprintln(w, "session does not have yet, with Hermes' recovery ids, in one transaction.")
@@ -47,9 +52,16 @@ func replayUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "$HERMES_HOME or ~/.hermes). --inspect-only writes nothing, and reads a store")
 	fmt.Fprintln(w, "(read-only) only when one is named with --db, --profile or --home.")
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "With --capture, the rows a capture (stateguard's or Hermes') holds and the store")
+	fmt.Fprintln(w, "lacks are first diverted to <profile home>/sessions/recovered/<incident>/, then")
+	fmt.Fprintln(w, "replayed. Rows a restore rolled back (kind replaced, stamped at or before")
+	fmt.Fprintln(w, "--replaced-at) go to pre-replacement/ and are replayed only with")
+	fmt.Fprintln(w, "--include-pre-replacement.")
+	fmt.Fprintln(w)
 	fs.PrintDefaults()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 4 some lines skipped or repaired (listed).")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe directory),")
+	fmt.Fprintln(w, "4 some lines or rows skipped or repaired (listed).")
 }
 
 func runReplay(ctx context.Context, e *env, args []string) int {
@@ -61,10 +73,20 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 	profile := fs.String("profile", "", "Hermes profile whose store to use (default \"default\")")
 	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
 	db := fs.String("db", "", "path of the store (state.db) to replay into")
+	var cf captureFlags
+	cf.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		replayUsage(e.stdout, fs)
 		return exitOK
+	}
+	if err == nil && (cf.dir != "" || cf.includePre || cf.kind != "" || cf.replacedAt != "") {
+		if msg := cf.check(pos, *sessionID, *inspect); msg != "" {
+			fmt.Fprintf(e.stderr, "agentctl replay: %s\n\n", msg)
+			replayUsage(e.stderr, fs)
+			return exitUsage
+		}
+		pos = []string{""}
 	}
 	if err != nil || len(pos) != 1 || (*db != "" && (*profile != "" || *home != "")) {
 		switch {
@@ -78,6 +100,9 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 		}
 		replayUsage(e.stderr, fs)
 		return exitUsage
+	}
+	if cf.dir != "" {
+		return runReplayCapture(ctx, e, &cf, *db, *profile, *home, *now)
 	}
 	jsonl := expandHome(pos[0], e.getenv)
 	named := *db != "" || *profile != "" || *home != ""
@@ -255,4 +280,160 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// captureFlags are replay's --capture mode: divert a capture, then replay
+// what it diverted.
+type captureFlags struct {
+	dir        string
+	includePre bool
+	kind       string
+	replacedAt string
+}
+
+func (c *captureFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dir, "capture", "", "divert this capture directory first, then replay what it holds that the store lacks")
+	fs.BoolVar(&c.includePre, "include-pre-replacement", false, "with --capture: also replay the rows a restore rolled back")
+	fs.StringVar(&c.kind, "kind", "", "with --capture: incident kind replaced, sidecar_lost or mispaired (default: the capture's, else sidecar_lost)")
+	fs.StringVar(&c.replacedAt, "replaced-at", "", "with --capture and kind replaced: when the store was replaced (RFC 3339 or Unix seconds)")
+}
+
+// check returns a usage problem, or "".
+func (c *captureFlags) check(pos []string, sessionID string, inspect bool) string {
+	switch {
+	case c.dir == "":
+		return "--include-pre-replacement, --kind and --replaced-at need --capture"
+	case len(pos) != 0:
+		return "--capture replaces the JSONL path; give one or the other"
+	case sessionID != "":
+		return "--capture replays each session into itself; --session-id does not apply"
+	case inspect:
+		return "--inspect-only does not combine with --capture (the divert writes files)"
+	}
+	return ""
+}
+
+// parseReplacedAt reads RFC 3339 or Unix seconds (fractions allowed).
+func parseReplacedAt(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
+		return time.Time{}, fmt.Errorf("--replaced-at %q: want RFC 3339 (2026-10-01T07:24:48Z) or Unix seconds", s)
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), nil
+}
+
+// runReplayCapture diverts an operator's capture into the profile's
+// sessions/recovered/<incident>/ and replays the files it wrote. The
+// incident id is the capture's own (stateguard.incident_id), so a capture
+// the daemon already diverted is found again rather than diverted twice,
+// else manual-<capture directory name>.
+func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile, home string, now bool) int {
+	dbPath, err := replayStore(e, db, profile, home)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		return exitError
+	}
+	capDir, err := filepath.Abs(expandHome(cf.dir, e.getenv))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		return exitError
+	}
+	info, err := recovery.OpenCapture(capDir)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		return exitError
+	}
+	req := recovery.DivertRequest{Capture: capDir, Store: dbPath, Kind: cf.kind,
+		IncidentID: "manual-" + filepath.Base(capDir)}
+	if sg := info.Manifest.Stateguard; sg != nil {
+		if sg.IncidentID != "" {
+			req.IncidentID = sg.IncidentID
+		}
+		if req.Kind == "" {
+			req.Kind = sg.Kind
+		}
+	}
+	if req.Kind == "" {
+		// Hermes captures a generation whose WAL was lost under it.
+		req.Kind = recovery.KindSidecarLost
+	}
+	if cf.replacedAt != "" {
+		if req.ReplacedAt, err = parseReplacedAt(cf.replacedAt); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+			return exitUsage
+		}
+	}
+	if req.Kind == recovery.KindReplaced && req.ReplacedAt.IsZero() {
+		fmt.Fprintln(e.stderr, "agentctl replay: the capture is of a replaced store: give --replaced-at (when the restore replaced it),")
+		fmt.Fprintln(e.stderr, "so the rows the restore rolled back on purpose are kept apart; or --kind sidecar_lost to take every missing row")
+		return exitUsage
+	}
+
+	rep, err := recovery.Divert(ctx, req)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		if errors.Is(err, recovery.ErrUnsafeDir) {
+			return exitRefused
+		}
+		return exitError
+	}
+	state := "diverted"
+	if rep.Existing {
+		state = "already diverted"
+	}
+	fmt.Fprintf(e.stdout, "%s %s (%s, incident %s) into %s\n", state, capDir, rep.Kind, rep.IncidentID, rep.Dir)
+	fmt.Fprintf(e.stdout, "  capture rows %d, store rows %d in %d sessions: %d to replay, %d rolled back by the restore\n",
+		rep.CaptureRows, rep.HealthyRows, rep.Sessions, rep.ReplayRows, rep.PreReplacementRows)
+	code := exitOK
+	if rep.Unreplayable > 0 {
+		fmt.Fprintf(e.stderr, "skipped %d rows with no content and no tool call (a replay drops them, as Hermes does)\n", rep.Unreplayable)
+		code = exitPartial
+	}
+	for _, f := range rep.Files {
+		if f.PreReplacement && !cf.includePre {
+			fmt.Fprintf(e.stdout, "  not replayed: %s (%d rows the restore rolled back; --include-pre-replacement replays them)\n", f.Path, f.Rows)
+		}
+	}
+
+	files := rep.ReplayFiles(cf.includePre)
+	if !now && queueReplay != nil && len(files) > 0 {
+		queued := 0
+		for _, f := range files {
+			ok, err := queueReplay(ctx, replayRequest{Path: f.Path, SessionID: f.SessionID, Store: dbPath})
+			if err != nil {
+				fmt.Fprintf(e.stderr, "agentctl replay: queue with agentd: %v\n", err)
+				return exitError
+			}
+			if !ok {
+				break
+			}
+			queued++
+		}
+		if queued == len(files) {
+			fmt.Fprintf(e.stdout, "queued %d replays into %s (see agentctl queue)\n", queued, dbPath)
+			return code
+		}
+		files = files[queued:]
+	}
+	for _, f := range files {
+		r, err := recovery.ReplayFile(ctx, dbPath, f.Path, f.ReplayOptions())
+		if err != nil {
+			fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+			return exitError
+		}
+		created := ""
+		if r.SessionCreated {
+			created = " (session created)"
+		}
+		fmt.Fprintf(e.stdout, "  replayed %s into session %s: %d already present, %d appended%s\n",
+			f.Path, r.SessionID, r.AlreadyPresent, r.Appended, created)
+		if c := reportLines(e.stderr, r.Issues, r.Repaired, "were"); c != exitOK {
+			code = c
+		}
+	}
+	return code
 }
