@@ -59,6 +59,7 @@ func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, err
 	defer unix.Close(proc)
 	w := newWatch(targets)
 	s := newProcScanner(w, proc, known)
+	defer s.release()
 	for _, pid := range pids {
 		if pid != s.self {
 			s.inspect(pid)
@@ -101,6 +102,9 @@ func inspectAll(w *watch, proc int, pids []int, known map[int]Process) *collecto
 		})
 	}
 	wg.Wait()
+	for _, s := range scanners {
+		s.release()
+	}
 	c := scanners[0].c
 	for _, s := range scanners[1:] {
 		c.merge(s.c)
@@ -125,12 +129,31 @@ type procScanner struct {
 	names map[FileID]bool // per scan: is a mapped inode's path in a watched dir
 }
 
+// scanBuffers are a scanner's reusable buffers, pooled so a targeted scan
+// does not allocate 100 KiB each time.
+type scanBuffers struct {
+	dents, link, buf []byte
+}
+
+var bufferPool = sync.Pool{New: func() any {
+	return &scanBuffers{
+		dents: make([]byte, 32<<10), link: make([]byte, unix.PathMax+len(deletedSuffix)),
+		buf: make([]byte, 64<<10),
+	}
+}}
+
 func newProcScanner(w *watch, proc int, known map[int]Process) *procScanner {
+	b := bufferPool.Get().(*scanBuffers)
 	return &procScanner{
 		w: w, c: newCollector(w), known: known, proc: proc, self: os.Getpid(),
-		dents: make([]byte, 32<<10), link: make([]byte, unix.PathMax+len(deletedSuffix)),
-		buf: make([]byte, 64<<10), names: make(map[FileID]bool),
+		dents: b.dents, link: b.link, buf: b.buf, names: make(map[FileID]bool),
 	}
+}
+
+// release returns the buffers; s must not be used after.
+func (s *procScanner) release() {
+	bufferPool.Put(&scanBuffers{dents: s.dents, link: s.link, buf: s.buf[:0]})
+	s.dents, s.link, s.buf = nil, nil, nil
 }
 
 func listPids(proc int, buf []byte) ([]int, error) {
