@@ -170,12 +170,9 @@ func listPids(proc int, buf []byte) ([]int, error) {
 	return pids, nil
 }
 
-// readDirNames calls fn with every entry name of the directory fd, reading
-// it with getdents directly so no name is allocated.
+// readDirNames calls fn with every entry name of the freshly opened
+// directory fd, reading it with getdents directly so no name is allocated.
 func readDirNames(fd int, buf []byte, fn func(name []byte)) error {
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return err
-	}
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err != nil {
