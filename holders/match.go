@@ -65,7 +65,7 @@ func newWatch(targets []Target) *watch {
 		w.current = append(w.current, cur)
 		dir := filepath.Dir(t.Path)
 		dst, err := statState(dir)
-		if err != nil {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			statErr = errors.Join(statErr, err)
 		}
 		w.dir = append(w.dir, dst)

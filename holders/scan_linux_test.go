@@ -457,3 +457,24 @@ func TestScanFindsMappingOnlyHolder(t *testing.T) {
 		}
 	}
 }
+
+// A store whose files the scanner cannot even stat cannot be judged.
+func TestUnprivilegedScanOfUnreadableStoreIsUnknown(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "private")
+	openUp(t, filepath.Dir(dir))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	s := scanAs(t, nobody, db)
+	if s.Verdict != VerdictUnknown {
+		t.Fatalf("verdict %s, want unknown", s.Verdict)
+	}
+	if !slices.ContainsFunc(s.Blind, func(b Blind) bool { return b.Pid == 0 && strings.Contains(b.Reason, "cannot stat") }) {
+		t.Fatalf("no stat failure among %+v", s.Blind)
+	}
+}
