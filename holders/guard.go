@@ -1,0 +1,131 @@
+package holders
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// GuardFiles names the two inodes a guard holds: a store's main file and
+// its -shm, as they were at one generation.
+type GuardFiles struct {
+	Main, SHM FileID
+}
+
+// ErrGuardRefused means another open file description holds a write lock
+// on one of the guard's ranges (a connection in EXCLUSIVE mode, or one
+// initialising the -shm); trying again later may succeed.
+var ErrGuardRefused = errors.New("guard lock refused")
+
+// Guard holds OFD read locks on the SHARED range of one generation's main
+// file and on the -shm dead-man-switch byte, through read-only fds of its
+// own. While it is armed no SQLite connection can become "the last
+// connection" of that generation, so none can checkpoint-and-unlink its
+// -wal and -shm under a live writer. It never takes a write lock and
+// touches no other byte, so readers and writers go on as before.
+//
+// A Guard is not safe for concurrent use; its owner serializes Close.
+type Guard struct {
+	main, shm *os.File
+	ids       GuardFiles
+}
+
+// ArmGuard opens mainPath and mainPath+"-shm" read-only (never following a
+// symlink), checks that they are the inodes in want, lets check inspect the
+// main file's first 100 bytes, and takes the two read locks. The header is
+// checked before locking and again after: a database in rollback-journal
+// mode needs the SHARED range to commit, so a guard there would block its
+// writers, and check must refuse anything that is not in WAL mode.
+//
+// On error nothing stays open or locked.
+func ArmGuard(mainPath string, want GuardFiles, check func(header []byte) error) (*Guard, error) {
+	g := &Guard{ids: want}
+	var err error
+	if g.main, err = openGuardFile(mainPath, want.Main); err != nil {
+		return nil, err
+	}
+	if g.shm, err = openGuardFile(mainPath+"-shm", want.SHM); err != nil {
+		g.main.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Guard, error) {
+		g.Close()
+		return nil, err
+	}
+	if err := g.checkHeader(check); err != nil {
+		return fail(err)
+	}
+	if err := LockMainShared(g.main); err != nil {
+		return fail(refused(err))
+	}
+	if err := LockSHMRead(g.shm); err != nil {
+		return fail(refused(err))
+	}
+	// A switch out of WAL mode between the first look and the lock would
+	// have needed EXCLUSIVE, which the lock now makes impossible; this
+	// second look closes the window before it.
+	if err := g.checkHeader(check); err != nil {
+		return fail(err)
+	}
+	return g, nil
+}
+
+// openGuardFile opens path O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC and
+// checks it is the regular file want.
+func openGuardFile(path string, want FileID) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|guardOpenFlags, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || isSymlinkErr(err) {
+			return nil, fmt.Errorf("guard %s: %w: %w", path, ErrIdentityChanged, err)
+		}
+		return nil, fmt.Errorf("guard: open %s: %w (the agent needs read access to the store's files)", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("guard: fstat %s: %w", path, err)
+	}
+	if got := fileState(fi).ID; !fi.Mode().IsRegular() || got != want {
+		f.Close()
+		return nil, fmt.Errorf("guard %s: inode %v, want %v: %w", path, got, want, ErrIdentityChanged)
+	}
+	return f, nil
+}
+
+func (g *Guard) checkHeader(check func([]byte) error) error {
+	if check == nil {
+		return nil
+	}
+	b := make([]byte, 100)
+	n, err := g.main.ReadAt(b, 0)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("guard: read header of %s: %w", g.main.Name(), err)
+	}
+	return check(b[:n])
+}
+
+func refused(err error) error {
+	if isLockConflict(err) {
+		return fmt.Errorf("%w: %w", ErrGuardRefused, err)
+	}
+	return err
+}
+
+// IDs are the inodes the guard holds.
+func (g *Guard) IDs() GuardFiles { return g.ids }
+
+// Close releases both locks by closing the guard's fds. Like every
+// close(2), it also drops each POSIX lock this process holds on those
+// inodes: call it only where the process has no POSIX-locked connection on
+// the store (the agent's SQLite connections use OFD locks).
+func (g *Guard) Close() error {
+	var errs []error
+	for _, f := range []*os.File{g.main, g.shm} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	g.main, g.shm = nil, nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,252 @@
+package holders
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// procLock is one line of /proc/locks.
+type procLock struct {
+	class, mode string // OFDLCK/POSIX/FLOCK, READ/WRITE
+	dev         uint64
+	ino         uint64
+	start, end  string
+}
+
+// locksOn lists /proc/locks entries on id (blocked waiters excluded).
+func locksOn(t *testing.T, id FileID) []procLock {
+	t.Helper()
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Skipf("no /proc/locks: %v", err)
+	}
+	var out []procLock
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] == "->" {
+			continue
+		}
+		// "1: OFDLCK ADVISORY READ -1 08:01:1234 1073741826 1073742335"
+		parts := strings.Split(f[5], ":")
+		if len(parts) != 3 {
+			continue
+		}
+		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
+		minr, err2 := strconv.ParseUint(parts[1], 16, 32)
+		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		l := procLock{class: f[1], mode: f[3], dev: unix.Mkdev(uint32(maj), uint32(minr)), ino: ino, start: f[6], end: f[7]}
+		if l.ino == id.Ino && l.dev == id.Dev {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func idOf(t *testing.T, path string) FileID {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileState(fi).ID
+}
+
+func walMode(h []byte) error {
+	if len(h) < 20 || h[18] != 2 || h[19] != 2 {
+		return errors.New("not in WAL mode")
+	}
+	return nil
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// The guard holds exactly two OFD read locks, the main file's SHARED range
+// and -shm byte 128, and closing it leaves none.
+func TestGuardLocksExactRanges(t *testing.T) {
+	db, w := startStore(t)
+	acksGrow(t, w, 2)
+	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	g, err := ArmGuard(db, want, walMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.IDs() != want {
+		t.Fatalf("IDs %+v, want %+v", g.IDs(), want)
+	}
+	for _, c := range []struct {
+		id         FileID
+		start, end string
+	}{
+		{want.Main, "1073741826", "1073742335"}, // [0x40000002, +510)
+		{want.SHM, "128", "128"},
+	} {
+		var ours []procLock
+		for _, l := range locksOn(t, c.id) {
+			if l.class == "OFDLCK" {
+				ours = append(ours, l)
+			}
+		}
+		if len(ours) != 1 || ours[0].mode != "READ" || ours[0].start != c.start || ours[0].end != c.end {
+			t.Fatalf("OFD locks on %v: %+v, want one READ [%s,%s]", c.id, ours, c.start, c.end)
+		}
+	}
+	// The writer keeps committing with the guard armed.
+	acksGrow(t, w, 5)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []FileID{want.Main, want.SHM} {
+		for _, l := range locksOn(t, id) {
+			if l.class == "OFDLCK" {
+				t.Fatalf("OFD lock left on %v after Close: %+v", id, l)
+			}
+		}
+	}
+}
+
+// A guard refused for any reason leaves no fd and no lock behind.
+func TestGuardRefusals(t *testing.T) {
+	db, w := startStore(t)
+	acksGrow(t, w, 2)
+	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) (GuardFiles, func([]byte) error)
+		is    error
+	}{
+		{"main replaced", func(*testing.T) (GuardFiles, func([]byte) error) {
+			return GuardFiles{Main: FileID{Dev: want.Main.Dev, Ino: want.Main.Ino + 1}, SHM: want.SHM}, walMode
+		}, ErrIdentityChanged},
+		{"shm replaced", func(*testing.T) (GuardFiles, func([]byte) error) {
+			return GuardFiles{Main: want.Main, SHM: want.Main}, walMode
+		}, ErrIdentityChanged},
+		{"header refused", func(*testing.T) (GuardFiles, func([]byte) error) {
+			errNo := errors.New("no")
+			return want, func([]byte) error { return errNo }
+		}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ids, check := c.setup(t)
+			before := openFDs(t)
+			g, err := ArmGuard(db, ids, check)
+			if err == nil {
+				g.Close()
+				t.Fatal("armed, want an error")
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Fatalf("error %v, want %v", err, c.is)
+			}
+			if n := openFDs(t); n != before {
+				t.Fatalf("%d fds open after a refused guard, %d before", n, before)
+			}
+			for _, id := range []FileID{want.Main, want.SHM} {
+				for _, l := range locksOn(t, id) {
+					if l.class == "OFDLCK" && l.mode == "READ" {
+						t.Fatalf("read lock left on %v: %+v", id, l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A symlink put at the -shm path is never followed.
+func TestGuardRefusesSymlink(t *testing.T) {
+	db, w := startStore(t)
+	acksGrow(t, w, 2)
+	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	if err := w.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(db + "-shm")
+	if err := os.Symlink(db, db+"-shm"); err != nil {
+		t.Fatal(err)
+	}
+	want.SHM = want.Main
+	if g, err := ArmGuard(db, want, walMode); !errors.Is(err, ErrIdentityChanged) {
+		if g != nil {
+			g.Close()
+		}
+		t.Fatalf("error %v, want ErrIdentityChanged", err)
+	}
+}
+
+// quietStore leaves a WAL-mode store with its -wal and -shm and no process
+// holding it: a guard keeps the writer's close from removing them.
+func quietStore(t *testing.T) (string, GuardFiles) {
+	t.Helper()
+	db, w := startStore(t)
+	acksGrow(t, w, 2)
+	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	g, err := ArmGuard(db, want, walMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return db, want
+}
+
+// A write lock held by another open file description (a connection in
+// EXCLUSIVE mode, or one initialising the -shm) refuses the guard, which
+// then holds nothing.
+func TestGuardRefusedByWriteLock(t *testing.T) {
+	db, want := quietStore(t)
+	for _, c := range []struct {
+		path  string
+		start int64
+	}{{db, sharedFirst + 100}, {db + "-shm", shmDMSByte}} {
+		f, err := os.OpenFile(c.path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: c.start, Len: 1}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			t.Fatal(err)
+		}
+		before := openFDs(t)
+		g, err := ArmGuard(db, want, walMode)
+		if !errors.Is(err, ErrGuardRefused) {
+			if g != nil {
+				g.Close()
+			}
+			t.Fatalf("write lock on %s: error %v, want ErrGuardRefused", c.path, err)
+		}
+		if n := openFDs(t); n != before {
+			t.Fatalf("%d fds open after a refused guard, %d before", n, before)
+		}
+		for _, l := range append(locksOn(t, want.Main), locksOn(t, want.SHM)...) {
+			if l.mode == "READ" {
+				t.Fatalf("read lock left: %+v", l)
+			}
+		}
+		f.Close()
+	}
+	g, err := ArmGuard(db, want, walMode)
+	if err != nil {
+		t.Fatalf("arm once the write locks are gone: %v", err)
+	}
+	g.Close()
+}
