@@ -52,10 +52,11 @@ type DivertRequest struct {
 	IncidentID string
 	// Kind is KindReplaced, KindSidecarLost or KindMispaired.
 	Kind string
-	// ReplacedAt is when the generation was replaced (KindReplaced only,
-	// required there): missing rows stamped after it are the orphan's
-	// writes and replayed; missing rows stamped at or before it were
-	// rolled back by the restore and go to pre-replacement/.
+	// ReplacedAt is when the main was replaced (KindReplaced and
+	// KindMispaired, required there: both are a restore of the main):
+	// missing rows stamped after it are the orphan's writes and replayed;
+	// missing rows stamped at or before it were rolled back by the
+	// restore and go to pre-replacement/.
 	ReplacedAt time.Time
 	// ProfileHome is where sessions/recovered/ lives; default the store's
 	// directory (a profile's home holds its state.db).
@@ -150,11 +151,11 @@ func (r *DivertRequest) check() error {
 		return fmt.Errorf("divert: incident id %q is not a plain name (letters, digits, . _ : + -, up to 128)", r.IncidentID)
 	}
 	switch r.Kind {
-	case KindReplaced:
+	case KindReplaced, KindMispaired:
 		if r.ReplacedAt.IsZero() {
-			return fmt.Errorf("divert %s: kind replaced needs the replacement time, to tell the orphan's rows from the ones the restore rolled back", r.IncidentID)
+			return fmt.Errorf("divert %s: kind %s needs the replacement time, to tell the orphan's rows from the ones the restore rolled back", r.IncidentID, r.Kind)
 		}
-	case KindSidecarLost, KindMispaired:
+	case KindSidecarLost:
 		r.ReplacedAt = time.Time{}
 	default:
 		return fmt.Errorf("divert %s: unknown kind %q (want %s, %s or %s)", r.IncidentID, r.Kind, KindReplaced, KindSidecarLost, KindMispaired)

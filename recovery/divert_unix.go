@@ -126,7 +126,7 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	defer hTx.Rollback()
 
 	var cut time.Time
-	if req.Kind == KindReplaced {
+	if req.Kind == KindReplaced || req.Kind == KindMispaired {
 		cut = req.ReplacedAt
 	}
 	return diffCapture(ctx, capTx, hTx, cut)

@@ -317,7 +317,7 @@ func (w *worker) capture(li *liveIncident) {
 
 // captured moves the incident to captured and unpins the orphan.
 func (w *worker) captured(li *liveIncident, dir string) {
-	li.retryAt = time.Time{}
+	li.retryAt, li.capDir = time.Time{}, dir
 	w.transition(li, StateCaptured, Step{Name: "capture.final", Detail: map[string]any{"path": dir}})
 	w.closePins(li)
 	if li.snapshot != "" {
@@ -327,8 +327,3 @@ func (w *worker) captured(li *liveIncident, dir string) {
 	w.afterCapture(li)
 }
 
-// afterCapture runs the divert and replay steps (Hermes stores) or ends
-// the incident (generic stores).
-func (w *worker) afterCapture(li *liveIncident) {
-	w.finish(li, StateResolved, Step{Name: StepResolved})
-}

@@ -17,6 +17,7 @@ const (
 	EventCaptureFailed       = "capture.failed"
 	EventSidecarsQuarantined = "sidecars.quarantined"
 	EventDiverted            = "divert.written"
+	EventDivertFailed        = "divert.failed"
 	EventReplayQueued        = "replay.queued"
 	EventReplayDone          = "replay.done"
 	EventReplayFailed        = "replay.failed"

@@ -24,6 +24,9 @@ type liveIncident struct {
 	killAt   time.Time // terminate: SIGKILL after the grace period
 	retryAt  time.Time // capture retry after no space
 	openedAt time.Time
+	// replacedAt is when the generation changed at the path: a replaced
+	// incident replays only rows committed after it.
+	replacedAt time.Time
 	// capDir is the capture taken while every holder was still stopped,
 	// before release; capStamp is the pinned main and wal as they were
 	// then. If the agent dies during a terminate grace period, the orphan
@@ -50,7 +53,7 @@ type pin struct {
 // and releases per policy. frozen maps the pids already stopped to when.
 func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation) {
 	ctx := w.a.ctx
-	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now()}
+	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now(), replacedAt: at}
 	var recs []HolderRecord
 	for _, p := range orphans {
 		li.holders = append(li.holders, liveHolder{ref: p.Ref(), exe: p.Exe, files: p.Files})

@@ -19,7 +19,7 @@ func (w *worker) resumeInc(inc Incident) {
 // with the previous agent's pins unless it was already captured.
 func (w *worker) resume(inc Incident) {
 	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt,
-		capDir: inc.Detail.CapturePath}
+		capDir: inc.Detail.CapturePath, replacedAt: inc.Detail.ReplacedAt}
 	if li.policy == "" {
 		li.policy = w.a.policies(w.st.Path).For(inc.Kind)
 	}

@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// afterCapture runs DESIGN.md steps 7-9 for a Hermes store: divert the
+// rows that exist only in the capture, queue one replay job per session,
+// and resolve once the jobs are done. A generic store ends at the capture.
+func (w *worker) afterCapture(li *liveIncident) {
+	if w.st.Kind != store.Hermes {
+		w.finish(li, StateResolved, Step{Name: StepResolved, Detail: map[string]any{"note": "generic store: no row replay"}})
+		return
+	}
+	switch li.state {
+	case StateCaptured:
+		w.divert(li)
+	case StateDiverted, StateReplaying:
+		w.checkJobs(li)
+	}
+}
+
+func (w *worker) divert(li *liveIncident) {
+	if !li.retryAt.IsZero() && time.Now().Before(li.retryAt) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.a.ctx, 10*time.Minute)
+	defer cancel()
+	rep, err := recovery.Divert(ctx, recovery.DivertRequest{
+		Capture: li.capDir, Store: w.st.Path, IncidentID: li.id, Kind: string(li.kind),
+		ReplacedAt: li.replacedAt, ProfileHome: filepath.Dir(w.st.Path), Logger: w.a.opts.Logger,
+	})
+	if err != nil {
+		li.retryAt = time.Now().Add(30 * time.Second)
+		w.log.Error("divert failed; retried in 30s", "event", EventDivertFailed, "incident", li.id, "capture", li.capDir, "err", err)
+		w.note(li, "divert: "+err.Error())
+		return
+	}
+	li.retryAt = time.Time{}
+	files := rep.ReplayFiles(false)
+	w.log.Info("rows only in the capture diverted", "event", EventDiverted, "incident", li.id, "dir", rep.Dir,
+		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows)
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepDiverted, Detail: map[string]any{
+		"dir": rep.Dir, "replay_rows": rep.ReplayRows, "pre_replacement_rows": rep.PreReplacementRows, "files": len(files)}},
+		func(inc *Incident) error { inc.State, inc.Detail.DivertDir = StateDiverted, rep.Dir; return nil }); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	w.setState(li, StateDiverted)
+	for _, f := range files {
+		job, err := w.a.journal.EnqueueJob(w.a.ctx, Job{IncidentID: li.id, Store: w.st.Path, Path: f.Path, SessionID: f.SessionID})
+		if err != nil {
+			w.log.Error("queue replay failed", "incident", li.id, "path", f.Path, "err", err)
+			return // the incident stays diverted; the next advance re-queues (EnqueueJob merges duplicates)
+		}
+		w.log.Info("replay queued", "event", EventReplayQueued, "incident", li.id, "job", job.ID, "path", f.Path, "rows", f.Rows)
+	}
+	w.transition(li, StateReplaying, Step{Name: StepReplayQueued, Detail: map[string]any{"jobs": len(files)}})
+	w.checkJobs(li)
+}
+
+// checkJobs resolves the incident once every one of its jobs is done, and
+// fails it when one has given up.
+func (w *worker) checkJobs(li *liveIncident) {
+	if li.state == StateDiverted {
+		w.divert(li) // queueing was interrupted; Divert is idempotent
+		return
+	}
+	jobs, err := w.a.journal.ListJobs(w.a.ctx, JobFilter{IncidentID: li.id})
+	if err != nil {
+		return
+	}
+	rows := 0
+	for _, j := range jobs {
+		switch j.State {
+		case JobDone:
+			if j.Result != nil {
+				rows += j.Result.Appended
+			}
+		case JobFailed:
+			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
+				"error": "replay job " + j.Path + " failed: " + j.LastError + " (agentctl replay " + j.Path + " --now retries it by hand)"}})
+			return
+		default:
+			return
+		}
+	}
+	w.finish(li, StateResolved, Step{Name: StepResolved, Detail: map[string]any{"replayed_rows": rows, "jobs": len(jobs)}})
+}
