@@ -326,4 +326,3 @@ func (w *worker) captured(li *liveIncident, dir string) {
 	}
 	w.afterCapture(li)
 }
-
