@@ -221,3 +221,26 @@ func waitExit(t testing.TB, w *hermestest.Writer, d time.Duration) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// checkExactlyOnce fails unless every ack stamped after cut is in rows
+// exactly once, and no ack stamped before rolledBack is (a restore rolled
+// those back on purpose); zero times skip either check.
+func checkExactlyOnce(t *testing.T, acks []hermestest.Ack, rows map[string]int, cut, rolledBack time.Time) {
+	t.Helper()
+	var lost, dup, readded []int64
+	for _, a := range acks {
+		n := rows[hermestest.MessageContent(a.Session, a.Seq)]
+		ts := time.Unix(0, int64(a.Timestamp*1e9))
+		switch {
+		case ts.After(cut) && n == 0:
+			lost = append(lost, a.Seq)
+		case ts.After(cut) && n > 1:
+			dup = append(dup, a.Seq)
+		case !rolledBack.IsZero() && ts.Before(rolledBack) && n > 0:
+			readded = append(readded, a.Seq)
+		}
+	}
+	if len(lost)+len(dup)+len(readded) > 0 {
+		t.Fatalf("of %d acks: lost %v, duplicated %v, rolled-back rows re-added %v", len(acks), lost, dup, readded)
+	}
+}

@@ -9,6 +9,15 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
+// replaceMargin moves the replaced/mispaired cut earlier than the moment
+// the change was seen. A Hermes row's timestamp is taken before its commit
+// starts, so a row committed into the orphan just after the restore can
+// carry a timestamp from just before it; dropping it would lose a message
+// its client was told was saved. The price is that rows written in the
+// last second before a restore come back: a restore rolls back hours, and
+// a message acknowledged while the restore ran is one to keep.
+const replaceMargin = time.Second
+
 // afterCapture runs DESIGN.md steps 7-9 for a Hermes store: divert the
 // rows that exist only in the capture, queue one replay job per session,
 // and resolve once the jobs are done. A generic store ends at the capture.
@@ -33,7 +42,7 @@ func (w *worker) divert(li *liveIncident) {
 	defer cancel()
 	rep, err := recovery.Divert(ctx, recovery.DivertRequest{
 		Capture: li.capDir, Store: w.st.Path, IncidentID: li.id, Kind: string(li.kind),
-		ReplacedAt: li.replacedAt, ProfileHome: filepath.Dir(w.st.Path), Logger: w.a.opts.Logger,
+		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(w.st.Path), Logger: w.a.opts.Logger,
 	})
 	if err != nil {
 		li.retryAt = time.Now().Add(30 * time.Second)

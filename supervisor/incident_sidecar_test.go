@@ -41,9 +41,10 @@ func TestSidecarLostIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	healthy := dbRows(t, db) // integrity_check ok
-	if miss := missingAcks(w2.Acks(t), healthy); len(miss) > 0 {
-		t.Fatalf("second writer lost %d rows in the healthy store", len(miss))
-	}
+	// Both writers' rows end up in the healthy store exactly once: the
+	// second's directly, the first's by replay.
+	checkExactlyOnce(t, w2.Acks(t), healthy, time.Time{}, time.Time{})
+	checkExactlyOnce(t, acks, healthy, time.Time{}, time.Time{})
 }
 
 func killedBy(ps *os.ProcessState, sig syscall.Signal) bool {
@@ -62,10 +63,15 @@ func TestMispairedIncident(t *testing.T) {
 	a := startAgent(t, home, nil)
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s1", Rate: 300, CheckpointEvery: -1})
 	waitHolder(t, a, db, w1.Pid)
+	eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+		acks := w1.Acks(t)
+		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
+	})
 
 	oldWAL := inode(t, db+"-wal")
 	oldSHM := inode(t, db+"-shm")
 	renameFreshOver(t, db)
+	renamed := time.Now()
 	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
 	if inc.Kind != KindMispaired || inc.State != StateResolved {
 		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
@@ -82,14 +88,11 @@ func TestMispairedIncident(t *testing.T) {
 	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 20})
 	waitExit(t, w2, 10*time.Second)
 	healthy := dbRows(t, db)
-	for _, a := range w1.Acks(t) {
-		if healthy[hermestest.MessageContent(a.Session, a.Seq)] > 0 {
-			t.Fatalf("the new store holds row %d of the old WAL", a.Seq)
-		}
-	}
-	if miss := missingAcks(w2.Acks(t), healthy); len(miss) > 0 {
-		t.Fatalf("new writer lost rows: %v", miss)
-	}
+	// The old WAL was never recovered into the new main: its rows from
+	// before the restore are not there; the ones committed after it came
+	// back once, by replay.
+	checkExactlyOnce(t, w1.Acks(t), healthy, renamed, renamed.Add(-replaceMargin-100*time.Millisecond))
+	checkExactlyOnce(t, w2.Acks(t), healthy, time.Time{}, time.Time{})
 	rows := captureRows(t, inc.Detail.CapturePath)
 	if miss := missingAcks(w1.Acks(t), rows); len(miss) > 0 {
 		t.Fatalf("%d acknowledged rows of the old writer missing from the capture", len(miss))
