@@ -20,6 +20,7 @@ import (
 //	GET  /v1/incidents/{id}             IncidentView
 //	POST /v1/incidents/{id}/release     {"how": "resume|terminate|kill"}
 //	GET  /v1/jobs                       []Job
+//	POST /v1/jobs                       JobRequest → Job (202)
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", a.handleStatus)
@@ -27,6 +28,7 @@ func (a *Agent) apiHandler() http.Handler {
 	mux.HandleFunc("GET /v1/incidents/{id}", a.handleIncident)
 	mux.HandleFunc("POST /v1/incidents/{id}/release", a.handleRelease)
 	mux.HandleFunc("GET /v1/jobs", a.handleJobs)
+	mux.HandleFunc("POST /v1/jobs", a.handleEnqueue)
 	return mux
 }
 

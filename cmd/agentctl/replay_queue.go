@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() { queueReplay = queueWithDaemon }
+
+// queueWithDaemon asks a running agentd to queue the replay, so it runs
+// on the store's worker once no incident blocks the store. No daemon →
+// queued=false and the caller replays in this process.
+func queueWithDaemon(ctx context.Context, req replayRequest) (bool, error) {
+	c := newClient(socketPath("", os.Getenv))
+	var job supervisor.Job
+	err := c.post(ctx, "/v1/jobs", supervisor.JobRequest{Path: req.Path, Store: req.Store, SessionID: req.SessionID}, &job)
+	if errors.Is(err, errDaemonNotRunning) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,44 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+)
+
+// JobRequest is the body of POST /v1/jobs: an operator's replay of a
+// diverted JSONL (Hermes' own or ours) into a watched store.
+type JobRequest struct {
+	Path      string `json:"path"`                 // absolute JSONL path
+	Store     string `json:"store"`                // absolute state.db path of a watched store
+	SessionID string `json:"session_id,omitempty"` // "" for the file's stem
+}
+
+func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
+	var req JobRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode job request: %w", err))
+		return
+	}
+	if !filepath.IsAbs(req.Path) || !filepath.IsAbs(req.Store) {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("job: path %q and store %q must be absolute", req.Path, req.Store))
+		return
+	}
+	if fi, err := os.Stat(req.Path); err != nil || !fi.Mode().IsRegular() {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("job: %s is not a readable regular file (hint: agentd reads it, as %d)", req.Path, os.Geteuid()))
+		return
+	}
+	if a.worker(req.Store) == nil {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("job: %s is not a store agentd watches (hint: agentctl status lists them; use --now to replay without the daemon)", req.Store))
+		return
+	}
+	job, err := a.journal.EnqueueJob(r.Context(), Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	a.log.Info("replay queued by an operator", "event", EventReplayQueued, "job", job.ID, "store", req.Store, "path", req.Path)
+	writeJSON(w, http.StatusAccepted, job)
+}

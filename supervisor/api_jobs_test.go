@@ -1,0 +1,60 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// An operator's replay queued over the socket runs on the daemon, once.
+func TestEnqueueReplayOverSocket(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, nil)
+	jsonl := filepath.Join(t.TempDir(), "sess-op.jsonl")
+	lines := `{"role": "user", "content": "queued one", "timestamp": 1732912345.5}
+{"role": "assistant", "content": "queued two", "timestamp": 1732912346.5}
+`
+	if err := os.WriteFile(jsonl, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
+	}}}
+	post := func(body any) (int, Job) {
+		b, _ := json.Marshal(body)
+		resp, err := c.Post("http://agent/v1/jobs", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var j Job
+		json.NewDecoder(resp.Body).Decode(&j)
+		return resp.StatusCode, j
+	}
+	if code, _ := post(JobRequest{Path: jsonl, Store: "/not/watched/state.db"}); code != http.StatusNotFound {
+		t.Fatalf("unwatched store: HTTP %d, want 404", code)
+	}
+	for range 2 { // the second run must find both rows present
+		code, job := post(JobRequest{Path: jsonl, Store: db})
+		if code != http.StatusAccepted {
+			t.Fatalf("enqueue: HTTP %d", code)
+		}
+		eventually(t, "the job to finish", 20*time.Second, func() bool {
+			j, err := a.journal.GetJob(context.Background(), job.ID)
+			return err == nil && (j.State == JobDone || j.State == JobFailed)
+		})
+		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != JobDone {
+			t.Fatalf("job %d ended %s: %s", j.ID, j.State, j.LastError)
+		}
+	}
+	rows := dbRows(t, db)
+	if rows["queued one"] != 1 || rows["queued two"] != 1 {
+		t.Fatalf("rows after two replays: %v", rows)
+	}
+}
