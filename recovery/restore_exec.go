@@ -1,0 +1,324 @@
+//go:build unix
+
+package recovery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/store"
+)
+
+// executeOnline copies the backup's pages into the live store through one
+// writable connection (PERSIST_WAL, so it never unlinks -wal/-shm). The
+// safety copy is taken while that connection holds the write lock, so it
+// is exactly what the restore replaces when the writers are stopped.
+func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res RestoreResult) (RestoreResult, error) {
+	if err := p.unchanged(roleMain); err != nil {
+		return res, err
+	}
+	d, err := openVettedDir(p.dir)
+	if err != nil {
+		return res, fmt.Errorf("restore into %s: %w", p.dir, err)
+	}
+	defer d.close()
+	db, conn, err := openRestoreConn(ctx, p.Target)
+	if err != nil {
+		return res, err
+	}
+	defer db.Close()
+	defer conn.Close()
+
+	l := lockLoop{ctx: ctx, w: o.Writers, deadline: time.Now().Add(o.Retry), path: p.Target}
+	for {
+		if err := l.stop(); err != nil {
+			return res, err
+		}
+		tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+		if err == nil {
+			res.SafetyCopy, err = p.onlineSafetyCopy(ctx, d)
+			if rerr := tx.Rollback(); err == nil && rerr != nil {
+				err = fmt.Errorf("restore: release the write lock on %s: %w", p.Target, rerr)
+			}
+			if err != nil {
+				return res, err
+			}
+			break
+		}
+		if err := l.busy(err); err != nil {
+			return res, err
+		}
+	}
+	src := "file:" + escapeURIPath(p.privDB) + "?mode=ro"
+	for {
+		err := conn.Raw(func(dc any) error { return backupInto(dc, src) })
+		if err == nil {
+			break
+		}
+		if err := l.busy(err); err != nil {
+			return res, fmt.Errorf("restore %s into %s: %w (the safety copy is %s)", p.Backup, p.Target, err, strings.Join(res.SafetyCopy, ", "))
+		}
+		if err := l.stop(); err != nil {
+			return res, err
+		}
+	}
+	res.LockRetries = l.retries
+	return p.verify(ctx, conn, res)
+}
+
+// verify checks the restored store and counts its rows.
+func (p *RestorePlan) verify(ctx context.Context, q store.Querier, res RestoreResult) (RestoreResult, error) {
+	problems, err := integrityCheck(ctx, q, "integrity_check")
+	if err != nil {
+		return res, fmt.Errorf("restore: check %s after restoring: %w (the safety copy is %s)", p.Target, err, strings.Join(res.SafetyCopy, ", "))
+	}
+	res.Integrity = "ok"
+	if len(problems) > 0 {
+		res.Integrity = strings.Join(problems, "; ")
+		return res, fmt.Errorf("restore: %s fails integrity_check after restoring: %s (the safety copy is %s)", p.Target, res.Integrity, strings.Join(res.SafetyCopy, ", "))
+	}
+	if res.After, err = countRows(ctx, q); err != nil {
+		return res, fmt.Errorf("restore: count rows of %s: %w", p.Target, err)
+	}
+	if st, err := lstatFile(p.Target); err == nil && st.exists {
+		res.MainAfter = st.id
+	}
+	return res, nil
+}
+
+// lockLoop is the wait for the store's write lock. With writers to stop,
+// a busy lock means one of them was frozen inside a transaction: resume
+// them so it can commit, then stop them again.
+type lockLoop struct {
+	ctx      context.Context
+	w        Writers
+	deadline time.Time
+	path     string
+	retries  int
+	backoff  time.Duration
+}
+
+func (l *lockLoop) stop() error {
+	if l.w == nil {
+		return nil
+	}
+	if err := l.w.Stop(l.ctx); err != nil {
+		return fmt.Errorf("restore: stop the writers of %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// busy returns nil when err is a busy lock worth waiting for, after the
+// wait; anything else, or the deadline, is returned as an error.
+func (l *lockLoop) busy(err error) error {
+	if !store.IsBusy(err) {
+		return fmt.Errorf("restore into %s: %w", l.path, err)
+	}
+	if time.Now().After(l.deadline) {
+		return fmt.Errorf("restore into %s: the write lock stayed taken: %w (another process keeps writing; use --stop-writers, or retry)", l.path, err)
+	}
+	l.retries++
+	if l.w != nil {
+		if err := l.w.Resume(l.ctx); err != nil {
+			return fmt.Errorf("restore: resume the writers of %s: %w", l.path, err)
+		}
+	}
+	l.backoff = min(max(2*l.backoff, 10*time.Millisecond), 200*time.Millisecond)
+	t := time.NewTimer(l.backoff/2 + rand.N(l.backoff/2+1))
+	defer t.Stop()
+	select {
+	case <-l.ctx.Done():
+		return fmt.Errorf("restore into %s: %w", l.path, l.ctx.Err())
+	case <-t.C:
+	}
+	return nil
+}
+
+// openRestoreConn opens the one writable connection an online restore
+// uses: mode=rw (never creates), PERSIST_WAL set before anything else, a
+// short busy timeout (the caller retries), and the store must be WAL.
+func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
+	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(250)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)
+	}
+	fail := func(err error) (*sql.DB, *sql.Conn, error) {
+		conn.Close()
+		db.Close()
+		return nil, nil, err
+	}
+	if err := conn.Raw(setPersistWAL); err != nil {
+		return fail(fmt.Errorf("restore: set PERSIST_WAL on %s: %w (refusing to write without it)", path, err))
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
+		return fail(fmt.Errorf("restore: read %s: %w", path, err))
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fail(fmt.Errorf("restore: journal mode of %s: %w", path, err))
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fail(fmt.Errorf("restore: %s: journal mode is %s: %w", path, mode, store.ErrNotWALStore))
+	}
+	return db, conn, nil
+}
+
+// onlineSafetyCopy backs the live store up next to itself with SQLite's
+// online backup API, as <name>.pre-restore-<UTC>: created O_EXCL|O_NOFOLLOW
+// mode 0600 as <name>.partial, filled, fsynced, then renamed (never over
+// an existing file).
+func (p *RestorePlan) onlineSafetyCopy(ctx context.Context, d capDir) ([]string, error) {
+	name, err := p.safetyName(d)
+	if err != nil {
+		return nil, err
+	}
+	partial := name + partialSuffix
+	f, err := d.createExcl(partial, p.owner)
+	if err != nil {
+		return nil, fmt.Errorf("restore: safety copy: %w", err)
+	}
+	f.Close() // a new inode of our own: no SQLite lock of ours is on it
+	ok := false
+	defer func() {
+		if !ok {
+			_ = unix.Unlinkat(d.fd, partial, 0)
+		}
+	}()
+	// Our own connection on the copy, so its journal can be off (nothing
+	// else appears next to the store) and synchronous off (we fsync once).
+	db, err := sql.Open("sqlite", "file:"+escapeURIPath(d.join(partial))+"?mode=rw&_pragma=journal_mode(off)&_pragma=synchronous(off)")
+	if err != nil {
+		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
+	}
+	src := "file:" + escapeURIPath(p.Target) + "?mode=ro"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = conn.Raw(func(dc any) error { return backupInto(dc, src) })
+		if err == nil || !store.IsBusy(err) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if cerr := conn.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore: safety copy of %s into %s: %w (nothing was restored)", p.Target, d.join(partial), err)
+	}
+	if err := db.Close(); err != nil {
+		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
+	}
+	if err := fsyncAt(d, partial); err != nil {
+		return nil, err
+	}
+	if err := renameNoReplace(d.fd, partial, d.fd, name); err != nil {
+		return nil, fmt.Errorf("restore: publish safety copy %s: %w", d.join(name), err)
+	}
+	ok = true
+	if err := d.sync(); err != nil {
+		return []string{d.join(name)}, err
+	}
+	return []string{d.join(name)}, nil
+}
+
+// safetyName picks <name>.pre-restore-<UTC> (with -2, -3, ... when taken)
+// such that neither it, its -wal nor its .partial exists.
+func (p *RestorePlan) safetyName(d capDir) (string, error) {
+	stamp := p.base + ".pre-restore-" + p.now().UTC().Format("20060102-150405")
+	for n := 1; n <= 100; n++ {
+		name := stamp
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", stamp, n)
+		}
+		if !d.exists(name) && !d.exists(name+"-wal") && !d.exists(name+partialSuffix) && !d.exists(name+"-wal"+partialSuffix) {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("restore: %s already has 100 safety copies named %s*: move some away", p.dir, stamp)
+}
+
+// backupInto runs SQLite's backup API from the database at srcURI into
+// the driver connection dc, all pages in one step.
+func backupInto(dc any, srcURI string) error {
+	r, ok := dc.(interface {
+		NewRestore(string) (*sqliteBackup, error)
+	})
+	if !ok {
+		return errors.New("the SQLite driver connection has no backup API")
+	}
+	b, err := r.NewRestore(srcURI)
+	if err != nil {
+		return err
+	}
+	for {
+		more, err := b.Step(-1)
+		if err != nil {
+			b.Finish()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	return b.Finish()
+}
+
+func fsyncAt(d capDir, name string) error {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", d.join(name), err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("fsync %s: %w", d.join(name), err)
+	}
+	return nil
+}
+
+// unchanged checks that the given roles are still the files the plan saw.
+func (p *RestorePlan) unchanged(roles ...int) error {
+	for _, r := range roles {
+		path := p.Target + roleSuffix[r]
+		st, err := lstatFile(path)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		if st.exists != p.files[r].exists || st.id != p.files[r].id {
+			return fmt.Errorf("restore: %s: %w; nothing was changed: run the restore again", path, ErrTargetChanged)
+		}
+	}
+	return nil
+}
+
+func lstatFile(path string) (fileState, error) {
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return fileState{}, nil
+	}
+	if err != nil {
+		return fileState{}, fmt.Errorf("lstat %s: %w", path, err)
+	}
+	return fileState{exists: true, id: fileIDOf(&st), size: st.Size}, nil
+}

@@ -1,0 +1,260 @@
+//go:build unix
+
+package recovery
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
+)
+
+// newStore makes a real Hermes store (FTS5 tables and triggers) in a
+// fresh directory and appends n messages to each of the sessions.
+func newStore(t *testing.T, sessions map[string]int) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	addMessages(t, db, sessions)
+	return db
+}
+
+// addMessages appends n messages to each session, creating it when
+// missing, in one transaction, and closes the connection again.
+func addMessages(t *testing.T, db string, sessions map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := store.OpenWritable(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	names := make([]string, 0, len(sessions))
+	for s := range sessions {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	err = w.InTx(ctx, func(tx *store.Tx) error {
+		for _, s := range names {
+			ok, err := store.SessionExists(ctx, tx, s)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := tx.CreateSession(store.Session{ID: s, Source: "cli", StartedAt: sql.NullFloat64{Float64: 1.75e9, Valid: true}}); err != nil {
+					return err
+				}
+			}
+			for i := range sessions[s] {
+				role := "user"
+				if i%2 == 1 {
+					role = "assistant"
+				}
+				if _, err := tx.AppendMessage(store.Message{SessionID: s, Role: role,
+					Content:   sql.NullString{String: fmt.Sprintf("%s message %d", s, i), Valid: true},
+					Timestamp: sql.NullFloat64{Float64: 1.75e9 + float64(i), Valid: true}}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vacuumInto writes a consistent copy of db to dst, as an operator's
+// backup would be made.
+func vacuumInto(t *testing.T, db, dst string) {
+	t.Helper()
+	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowCounts reads a store's rows through a read-only connection that is
+// closed again before returning.
+func rowCounts(t *testing.T, db string) Counts {
+	t.Helper()
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n, err := countRows(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func integrityOK(t *testing.T, db string) {
+	t.Helper()
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	problems, err := integrityCheck(context.Background(), c, "integrity_check")
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("integrity_check of %s: %v %v", db, problems, err)
+	}
+}
+
+// dirState is every entry of a directory with its identity, mode and
+// content hash: "nothing changed" means equal dirStates.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		sum := ""
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.Sum256(data)
+			sum = hex.EncodeToString(h[:8])
+		}
+		fmt.Fprintf(&b, "%s ino=%d mode=%v size=%d sum=%s\n", e.Name(), st.Ino, fi.Mode(), fi.Size(), sum)
+	}
+	return b.String()
+}
+
+func inodeOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func fileBytes(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sameBytes(t *testing.T, a, b string) {
+	t.Helper()
+	if !bytes.Equal(fileBytes(t, a), fileBytes(t, b)) {
+		t.Fatalf("%s and %s differ", a, b)
+	}
+}
+
+// emptyDir fails when dir holds anything.
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("%s should be empty, holds %v", dir, names)
+	}
+}
+
+// sigWriters stops and resumes real processes with SIGSTOP/SIGCONT, the
+// way agentctl's holders-backed implementation does, without importing
+// holders into recovery.
+type sigWriters struct {
+	t      *testing.T
+	pids   []int
+	stops  int
+	resume int
+}
+
+func (w *sigWriters) Stop(ctx context.Context) error {
+	w.stops++
+	for _, pid := range w.pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return err
+		}
+	}
+	for _, pid := range w.pids {
+		deadline := time.Now().Add(5 * time.Second)
+		for procState(pid) != 'T' {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pid %d did not stop", pid)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (w *sigWriters) Resume(ctx context.Context) error {
+	w.resume++
+	for _, pid := range w.pids {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 'X'
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return '?'
+	}
+	return b[i+2]
+}
+
+// planIn plans a restore with a private temp dir the test can inspect.
+func planIn(t *testing.T, backup, target string) (*RestorePlan, string, error) {
+	t.Helper()
+	tmp := t.TempDir()
+	p, err := PlanRestore(context.Background(), RestoreRequest{Backup: backup, Target: target, TempDir: tmp,
+		Now: func() time.Time { return time.Date(2026, 10, 1, 7, 24, 48, 0, time.UTC) }})
+	if p != nil {
+		t.Cleanup(func() { p.Close() })
+	}
+	return p, tmp, err
+}
