@@ -30,6 +30,14 @@ type ReplayOptions struct {
 	// target id, and the counters count the rows the replay appends.
 	Session *store.Session
 
+	// FromLine, when > 0, replays only the records of lines from this one
+	// on (1-based). The recovery ids still chain from the file's first
+	// line, so they equal what Hermes computes for the whole file: a
+	// Hermes process's own divert file can be replayed from where an
+	// incident opened, and `hermes sessions import` on it later matches
+	// those rows instead of duplicating them.
+	FromLine int
+
 	// perRowCommit commits every appended row on its own, the way Hermes
 	// does; only the benchmark uses it, as the baseline.
 	perRowCommit bool
@@ -137,6 +145,15 @@ func newReport(resolved, sid string, d Diverted) ReplayReport {
 }
 
 func replay(ctx context.Context, w *store.Writable, resolved, sid string, d Diverted, opts ReplayOptions) (ReplayReport, error) {
+	if opts.FromLine > 0 {
+		kept := d.Records[:0:0]
+		for _, r := range d.Records {
+			if r.Line >= opts.FromLine {
+				kept = append(kept, r)
+			}
+		}
+		d.Records = kept
+	}
 	rep := newReport(resolved, sid, d)
 	now := float64(time.Now().UnixNano()) / 1e9
 	var rest []Record

@@ -33,6 +33,9 @@ type liveIncident struct {
 	// dies with our pins, but this capture survives.
 	capDir   string
 	capStamp []fileStamp
+	// jsonlMarks is how far each Hermes session JSONL had been written
+	// when the incident opened (see hermesdivert.go).
+	jsonlMarks map[string]int64
 }
 
 type liveHolder struct {
@@ -90,6 +93,9 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 		return
 	}
 	li.id, li.state = inc.ID, inc.State
+	if w.st.Kind == store.Hermes {
+		w.markHermesDiverts(li)
+	}
 	w.a.opts.Metrics.IncidentOpened(string(kind))
 	w.a.opts.Metrics.IncidentState(string(kind), string(li.state), 1)
 	w.mu.Lock()
@@ -230,6 +236,7 @@ func (w *worker) advanceAll() {
 	}
 	w.mu.Unlock()
 	for _, li := range lis {
+		w.queueHermesDiverts(li)
 		w.advance(li)
 	}
 }

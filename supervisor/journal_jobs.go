@@ -28,6 +28,7 @@ type Job struct {
 	Store         string     `json:"store"`                 // the store key, as in Incident.Store
 	Path          string     `json:"path"`                  // the JSONL file to replay
 	SessionID     string     `json:"session_id,omitempty"`  // target session; "" means the file's own
+	FromLine      int        `json:"from_line,omitempty"`   // replay only lines from this one (1-based); 0 = all
 	State         JobState   `json:"state"`
 	Attempts      int        `json:"attempts"` // how many times it was claimed
 	NextAttemptAt time.Time  `json:"next_attempt_at,omitzero"`
@@ -88,7 +89,7 @@ var (
 	ErrNoRetry = errors.New("not retryable")
 )
 
-const jobCols = `id, incident_id, store, jsonl_path, session_id, state, attempts, next_attempt_at, last_error, created_at, updated_at, result`
+const jobCols = `id, incident_id, store, jsonl_path, session_id, state, attempts, next_attempt_at, last_error, created_at, updated_at, result, from_line`
 
 // EnqueueJob queues a replay job and returns it as stored. A job that is
 // still queued for the same incident, store, path and session is returned
@@ -105,8 +106,8 @@ func (j *Journal) EnqueueJob(ctx context.Context, job Job) (Job, error) {
 	var out Job
 	err := j.write(ctx, func(tx *sql.Tx) error {
 		existing, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM replay_jobs
-			WHERE state = 'queued' AND coalesce(incident_id, '') = ? AND store = ? AND jsonl_path = ? AND session_id = ?
-			ORDER BY id LIMIT 1`, job.IncidentID, job.Store, job.Path, job.SessionID))
+			WHERE state = 'queued' AND coalesce(incident_id, '') = ? AND store = ? AND jsonl_path = ? AND session_id = ? AND from_line = ?
+			ORDER BY id LIMIT 1`, job.IncidentID, job.Store, job.Path, job.SessionID, job.FromLine))
 		if err == nil {
 			out = existing
 			return nil
@@ -115,9 +116,9 @@ func (j *Journal) EnqueueJob(ctx context.Context, job Job) (Job, error) {
 			return err
 		}
 		out, err = scanJob(tx.QueryRowContext(ctx, `INSERT INTO replay_jobs
-			(incident_id, store, jsonl_path, session_id, state, attempts, next_attempt_at, last_error, created_at, updated_at, result)
-			VALUES (?, ?, ?, ?, 'queued', 0, ?, '', ?, ?, NULL) RETURNING `+jobCols,
-			nullString(job.IncidentID), job.Store, job.Path, job.SessionID, toNanos(job.NextAttemptAt), toNanos(now), toNanos(now)))
+			(incident_id, store, jsonl_path, session_id, state, attempts, next_attempt_at, last_error, created_at, updated_at, result, from_line)
+			VALUES (?, ?, ?, ?, 'queued', 0, ?, '', ?, ?, NULL, ?) RETURNING `+jobCols,
+			nullString(job.IncidentID), job.Store, job.Path, job.SessionID, toNanos(job.NextAttemptAt), toNanos(now), toNanos(now), job.FromLine))
 		return err
 	})
 	if err != nil {
@@ -308,7 +309,7 @@ func scanJob(r rowScanner) (Job, error) {
 	var state string
 	var next, created, updated int64
 	if err := r.Scan(&job.ID, &incident, &job.Store, &job.Path, &job.SessionID, &state, &job.Attempts,
-		&next, &job.LastError, &created, &updated, &result); err != nil {
+		&next, &job.LastError, &created, &updated, &result, &job.FromLine); err != nil {
 		return Job{}, err
 	}
 	job.IncidentID, job.State = incident.String, JobState(state)

@@ -95,6 +95,7 @@ func replayJob(ctx context.Context, job Job) (recovery.ReplayReport, error) {
 	if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
 		opts = f.ReplayOptions()
 	}
+	opts.FromLine = job.FromLine
 	rep, err := recovery.ReplayFile(ctx, job.Store, job.Path, opts)
 	if err != nil && (errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore)) {
 		// Retrying cannot help: the store needs an operator.

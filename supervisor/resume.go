@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
 )
 
 // resumeInc hands an unfinished incident from the journal to the worker.
@@ -26,6 +27,11 @@ func (w *worker) resume(inc Incident) {
 	var pids []int
 	for _, h := range inc.Detail.Holders {
 		pids = append(pids, h.PID)
+	}
+	if w.st.Kind == store.Hermes {
+		// Lines Hermes appended while no agent ran are not told apart
+		// from old ones; from here on they are followed again.
+		w.markHermesDiverts(li)
 	}
 	w.a.opts.Metrics.IncidentState(string(li.kind), string(li.state), 1)
 	w.mu.Lock()
