@@ -45,6 +45,11 @@ type Options struct {
 	// Stall watches Hermes stores for hung gateways and stalled turns
 	// (nil: off).
 	Stall *StallWatch
+	// Guard arms the prevention guard on Hermes stores in WAL mode
+	// (agentd's config default is guard = true); StoreGuard overrides it
+	// per store path, and is the only way to guard a generic store.
+	Guard      bool
+	StoreGuard map[string]bool
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the
@@ -441,6 +446,7 @@ func (a *Agent) Reload(o Options) {
 	a.optMu.Lock()
 	a.opts.Policies, a.opts.StorePolicies = o.Policies, o.StorePolicies
 	a.opts.Exclude, a.opts.CaptureMaxBytes = o.Exclude, o.CaptureMaxBytes
+	a.opts.Guard, a.opts.StoreGuard = o.Guard, o.StoreGuard
 	a.optMu.Unlock()
 	a.log.Info("configuration reloaded")
 }

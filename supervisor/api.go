@@ -21,6 +21,7 @@ import (
 //	POST /v1/incidents/{id}/release     {"how": "resume|terminate|kill"}
 //	GET  /v1/jobs                       []Job
 //	POST /v1/jobs                       JobRequest → Job (202)
+//	POST /v1/guard/pause|resume         GuardRequest (guard_api.go)
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", a.handleStatus)
@@ -29,6 +30,7 @@ func (a *Agent) apiHandler() http.Handler {
 	mux.HandleFunc("POST /v1/incidents/{id}/release", a.handleRelease)
 	mux.HandleFunc("GET /v1/jobs", a.handleJobs)
 	mux.HandleFunc("POST /v1/jobs", a.handleEnqueue)
+	a.guardRoutes(mux)
 	return mux
 }
 
@@ -100,6 +102,7 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 	}
 	for i := range st.Stores {
 		ss := &st.Stores[i]
+		ss.Guard = a.guardStatus(ss.Key)
 		for _, inc := range incs {
 			if inc.Store == ss.Key {
 				ss.Incidents = append(ss.Incidents, IncidentSummary{ID: inc.ID, Kind: inc.Kind, State: inc.State,

@@ -1,10 +1,341 @@
 package supervisor
 
-import "github.com/stateguard/stateguard/store"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+)
+
+// The guard (DESIGN.md "Prevention: the guard") holds OFD read locks on
+// the live generation of each Hermes store in WAL mode, so no process that
+// wrongly believes it is the last connection can checkpoint and unlink
+// -wal/-shm under a live writer.
+//
+// Safety: a guard's fds are opened and closed only on the store's worker
+// goroutine, the store's serialized context. close(2) drops every POSIX
+// lock this process holds on the inode, so it must never happen while the
+// agent has a SQLite connection on it. The agent's connections use OFD
+// locks (enableOFDLocking), which a close of another fd cannot cancel, and
+// besides, the worker opens a connection on a store only for the length of
+// one step (snapshotMain's read transaction, the stall check), never
+// across guardSync or guardTick, which run between steps.
+
+// Guard states, as status reports them.
+const (
+	GuardArmed       = "armed"
+	GuardPaused      = "paused"
+	GuardOff         = "off"
+	GuardUnavailable = "unavailable"
+)
+
+// workerGuard is one store's guard. g, pause and the bookkeeping belong to
+// the worker goroutine; mu guards status, which the control API reads.
+type workerGuard struct {
+	g      *holders.Guard
+	pause  *GuardPause
+	loaded bool   // pause read from the journal
+	failed string // the last guard.failed logged, so a lasting failure is said once
+	retry  bool   // the last arm failed transiently: the tick tries again
+
+	mu     sync.Mutex
+	status GuardStatus
+	set    bool
+}
+
+// guardWanted applies the config: a per-store setting wins; otherwise
+// Hermes stores follow the global switch and generic stores stay off.
+func (a *Agent) guardWanted(s store.Store) (bool, string) {
+	a.optMu.RLock()
+	defer a.optMu.RUnlock()
+	if on, ok := a.opts.StoreGuard[s.Path]; ok {
+		if !on {
+			return false, "guard = false for this store"
+		}
+		return true, ""
+	}
+	if s.Kind != store.Hermes {
+		return false, "generic store (set guard = true in its [[store]] to arm it)"
+	}
+	if !a.opts.Guard {
+		return false, "guard = false"
+	}
+	return true, ""
+}
 
 // guardSync arms, re-arms or disarms the store's guard for generation gen.
 // It runs on the worker after every check.
-func (w *worker) guardSync(gen store.Generation) {}
+func (w *worker) guardSync(gen store.Generation) {
+	gd := &w.guard
+	if on, why := w.a.guardWanted(w.st); !on {
+		w.guardRelease("guard off")
+		w.guardSet(GuardStatus{State: GuardOff, Reason: why})
+		return
+	}
+	w.guardLoad()
+	if p := gd.pause; p != nil {
+		if p.Active(time.Now()) {
+			w.guardRelease("paused")
+			w.guardSet(GuardStatus{State: GuardPaused, Until: p.Until, Reason: p.Reason})
+			return
+		}
+		gd.pause = nil
+		w.log.Info("guard pause over", "until", p.Until)
+	}
+	w.guardArm(gen)
+}
+
+// guardTick runs once a second on the worker: a pause that has run out
+// re-arms, and an arm that failed for a passing reason is retried.
+func (w *worker) guardTick(now time.Time) {
+	gd := &w.guard
+	if (gd.pause != nil && !gd.pause.Active(now)) || gd.retry {
+		w.guardSync(w.readGeneration(w.gen))
+	}
+}
 
 // guardClose releases the store's guard when its worker stops.
-func (w *worker) guardClose() {}
+func (w *worker) guardClose() {
+	why := "store no longer watched"
+	if w.a.ctx.Err() != nil {
+		why = "agent stopping"
+	}
+	w.guardRelease(why)
+	w.guardSet(GuardStatus{State: GuardOff, Reason: why})
+}
+
+// errNotWAL marks a main file the guard must not lock.
+var errNotWAL = errors.New("not in WAL mode")
+
+// requireWAL refuses a main file whose header does not say WAL: in
+// rollback-journal mode writers need the SHARED range to commit.
+func requireWAL(b []byte) error {
+	h, err := store.ParseMainHeader(b)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotWAL, err)
+	}
+	if !h.WAL() {
+		return fmt.Errorf("%w: header says rollback journal (versions %d/%d)", errNotWAL, h.WriteVersion, h.ReadVersion)
+	}
+	return nil
+}
+
+func guardFiles(gen store.Generation) holders.GuardFiles {
+	return holders.GuardFiles{Main: holders.FileID(gen.Main.ID), SHM: holders.FileID(gen.SHM.ID)}
+}
+
+// guardArm arms gen. A new generation is armed before the old one's fds
+// are closed, so a store is never unguarded across a change.
+func (w *worker) guardArm(gen store.Generation) {
+	gd := &w.guard
+	want := guardFiles(gen)
+	old := gd.g
+	if old != nil && old.IDs() == want && gen.Main.Exists && gen.SHM.Exists {
+		w.guardSet(GuardStatus{State: GuardArmed})
+		return
+	}
+	// While the main file is unchanged, the old guard's main lock still
+	// stops a wrong last closer; keep it until the new -shm can be armed.
+	mainSame := old != nil && gen.Main.Exists && old.IDs().Main == want.Main
+	switch {
+	case !gen.Main.Exists:
+		w.guardUnavailable(false, "no main file at the path")
+		return
+	case !gen.SHM.Exists:
+		w.guardUnavailable(mainSame, "no -shm yet (it arms when a connection opens the store)")
+		return
+	case old != nil && !mainSame && old.IDs().SHM == want.SHM:
+		// The main was replaced under the old sidecars (mispaired): a
+		// read lock on that -shm would make the next opener trust its
+		// stale index; the incident or foreign-sidecar check moves it.
+		w.guardUnavailable(false, "the -shm at the path belongs to the replaced main file")
+		return
+	}
+	g, err := holders.ArmGuard(w.st.Path, want, requireWAL)
+	if err != nil {
+		switch {
+		case errors.Is(err, errNotWAL):
+			gd.retry = false
+			w.guardUnavailable(false, "not in WAL mode")
+		case errors.Is(err, holders.ErrIdentityChanged):
+			// A change between the check's lstat and the open: the
+			// change's own event brings the next check; the tick
+			// retries in case it was folded into this one.
+			gd.retry = true
+			w.guardUnavailable(mainSame, "store changed while arming; retrying")
+		default:
+			gd.retry = errors.Is(err, holders.ErrGuardRefused)
+			if key := fmt.Sprint(want, err); gd.failed != key {
+				gd.failed = key
+				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(), "err", err,
+					"hint", "a process holding the store in EXCLUSIVE locking mode refuses the guard; it is retried every second")
+			}
+			why := "lock refused"
+			if !gd.retry {
+				why = err.Error()
+			}
+			w.guardUnavailable(mainSame, why)
+		}
+		return
+	}
+	gd.g, gd.retry, gd.failed = g, false, ""
+	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "shm", want.SHM.String())
+	if old != nil {
+		w.guardCloseOne(old, "generation changed")
+	}
+	w.guardSet(GuardStatus{State: GuardArmed})
+}
+
+// guardUnavailable reports why the live generation is not guarded. With
+// keep, the old guard's main lock is kept and status says so.
+func (w *worker) guardUnavailable(keep bool, why string) {
+	if keep && w.guard.g != nil {
+		w.guardSet(GuardStatus{State: GuardArmed, Reason: "main file only; -shm: " + why})
+		return
+	}
+	w.guardRelease(why)
+	w.guardSet(GuardStatus{State: GuardUnavailable, Reason: why})
+}
+
+// guardRelease closes the guard's fds, on the worker only (see the top of
+// this file).
+func (w *worker) guardRelease(why string) {
+	if g := w.guard.g; g != nil {
+		w.guard.g = nil
+		w.guardCloseOne(g, why)
+	}
+}
+
+func (w *worker) guardCloseOne(g *holders.Guard, why string) {
+	ids := g.IDs()
+	if err := g.Close(); err != nil {
+		w.log.Warn("guard close", "err", err)
+	}
+	w.log.Info("guard released", "event", EventGuardReleased, "main", ids.Main.String(), "shm", ids.SHM.String(), "reason", why)
+}
+
+// guardSet publishes the guard's state and, on a change, the agent-wide
+// count of armed stores.
+func (w *worker) guardSet(s GuardStatus) {
+	gd := &w.guard
+	gd.mu.Lock()
+	changed := !gd.set || gd.status != s
+	gd.status, gd.set = s, true
+	gd.mu.Unlock()
+	if changed {
+		w.log.Debug("guard state", "state", s.State, "reason", s.Reason)
+		w.a.countArmed()
+	}
+}
+
+// guardLoad reads the store's pause from the journal once, so a pause
+// outlives an agent restart.
+func (w *worker) guardLoad() {
+	gd := &w.guard
+	if gd.loaded {
+		return
+	}
+	ps, err := w.a.journal.ActivePauses(w.a.ctx, time.Now())
+	if err != nil {
+		// Arming is the safe side: a pause only makes room for
+		// maintenance. The next sync reads again.
+		w.log.Warn("read guard pauses", "err", err)
+		return
+	}
+	gd.loaded = true
+	for i := range ps {
+		if ps[i].Store == w.st.Key() {
+			gd.pause = &ps[i]
+		}
+	}
+}
+
+func (a *Agent) countArmed() {
+	a.mu.Lock()
+	ws := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	n := 0
+	for _, w := range ws {
+		if s := w.guardState(); s != nil && s.State == GuardArmed {
+			n++
+		}
+	}
+	a.opts.Metrics.GuardArmed(n)
+}
+
+// guardState is the store's guard as status shows it; nil before the
+// worker's first check.
+func (w *worker) guardState() *GuardStatus {
+	gd := &w.guard
+	gd.mu.Lock()
+	defer gd.mu.Unlock()
+	if !gd.set {
+		return nil
+	}
+	s := gd.status
+	return &s
+}
+
+// guardStatus is the Status hook: the guard of the store with key.
+func (a *Agent) guardStatus(key string) *GuardStatus {
+	if w := a.worker(key); w != nil {
+		return w.guardState()
+	}
+	return nil
+}
+
+// PauseGuard journals a maintenance pause of the store's guard until now+d
+// and releases its locks. The pause ends by itself; ResumeGuard ends it
+// early.
+func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, reason string) (GuardPause, *GuardStatus, error) {
+	w := a.worker(key)
+	if w == nil {
+		return GuardPause{}, nil, fmt.Errorf("pause guard: store %s is not watched", key)
+	}
+	p, err := a.journal.PauseGuard(ctx, key, time.Now().Add(d), reason)
+	if err != nil {
+		return GuardPause{}, nil, err
+	}
+	err = w.do(ctx, func() {
+		w.guardLoad()
+		w.guard.pause = &p
+		w.log.Warn("guard paused", "event", EventGuardPaused, "until", p.Until, "reason", p.Reason)
+		w.guardSync(w.gen)
+	})
+	if err != nil {
+		return p, nil, fmt.Errorf("pause guard of %s: journaled, but the store's worker did not answer (it releases at its next check): %w", key, err)
+	}
+	return p, w.guardState(), nil
+}
+
+// ResumeGuard ends the store's pause and arms its guard at once; resumed
+// is false when no pause was in force.
+func (a *Agent) ResumeGuard(ctx context.Context, key string) (resumed bool, _ *GuardStatus, _ error) {
+	w := a.worker(key)
+	if w == nil {
+		return false, nil, fmt.Errorf("resume guard: store %s is not watched", key)
+	}
+	resumed, err := a.journal.ResumeGuard(ctx, key)
+	if err != nil {
+		return false, nil, err
+	}
+	err = w.do(ctx, func() {
+		w.guardLoad()
+		if w.guard.pause != nil {
+			w.guard.pause = nil
+			w.log.Info("guard pause ended by the operator")
+		}
+		w.guardSync(w.readGeneration(w.gen))
+	})
+	if err != nil {
+		return resumed, nil, fmt.Errorf("resume guard of %s: %w", key, err)
+	}
+	return resumed, w.guardState(), nil
+}

@@ -27,6 +27,7 @@ type worker struct {
 
 	gen     store.Generation
 	haveGen bool
+	guard   workerGuard // guard.go
 
 	mu   sync.Mutex // guards live for readers outside the worker
 	live map[string]*liveIncident
@@ -111,6 +112,7 @@ func (w *worker) run() {
 				w.advanceAll()
 			}
 			w.checkStall(now)
+			w.guardTick(now)
 		}
 	}
 }

@@ -1,0 +1,143 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/store"
+)
+
+func guardOn(o *Options) { o.Guard = true }
+
+// waitGuard waits until the store's guard reports state.
+func waitGuard(t testing.TB, a *Agent, db, state string, d time.Duration) *GuardStatus {
+	t.Helper()
+	var st *GuardStatus
+	eventually(t, "guard "+state, d, func() bool {
+		st = a.guardStatus(db)
+		return st != nil && st.State == state
+	})
+	return st
+}
+
+func fileID(t testing.TB, path string) store.FileID {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return store.FileID{Dev: st.Dev, Ino: st.Ino}
+}
+
+// ofdLock is one OFD lock of /proc/locks.
+type ofdLock struct {
+	mode       string // READ or WRITE
+	start, end string
+}
+
+// ofdLocks lists the OFD locks on id in /proc/locks (waiters excluded).
+// The test process itself takes none on the store files it asks about.
+func ofdLocks(t testing.TB, id store.FileID) []ofdLock {
+	t.Helper()
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Skipf("no /proc/locks: %v", err)
+	}
+	var out []ofdLock
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// "1: OFDLCK ADVISORY READ -1 08:01:1234 1073741826 1073742335"
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] != "OFDLCK" {
+			continue
+		}
+		parts := strings.Split(f[5], ":")
+		if len(parts) != 3 {
+			continue
+		}
+		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
+		minr, err2 := strconv.ParseUint(parts[1], 16, 32)
+		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		if ino == id.Ino && unix.Mkdev(uint32(maj), uint32(minr)) == id.Dev {
+			out = append(out, ofdLock{mode: f[3], start: f[6], end: f[7]})
+		}
+	}
+	return out
+}
+
+// guarded reports whether the agent's guard locks are on main and shm:
+// exactly one OFD read lock each, on the SHARED range and byte 128.
+func guarded(t testing.TB, main, shm store.FileID) bool {
+	t.Helper()
+	m, s := ofdLocks(t, main), ofdLocks(t, shm)
+	return len(m) == 1 && m[0] == ofdLock{"READ", "1073741826", "1073742335"} &&
+		len(s) == 1 && s[0] == ofdLock{"READ", "128", "128"}
+}
+
+// selfFDsOn lists this process's fds on id, except those in skip.
+func selfFDsOn(t testing.TB, id store.FileID, skip ...uintptr) []string {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || containsFD(skip, uintptr(n)) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc/self/fd", e.Name()), &st) != nil {
+			continue
+		}
+		if st.Dev == id.Dev && st.Ino == id.Ino {
+			link, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+			out = append(out, e.Name()+" -> "+link)
+		}
+	}
+	return out
+}
+
+func containsFD(fds []uintptr, fd uintptr) bool {
+	for _, f := range fds {
+		if f == fd {
+			return true
+		}
+	}
+	return false
+}
+
+// postGuard sends a guard request over the agent's control socket.
+func postGuard(t testing.TB, a *Agent, verb string, req GuardRequest) (GuardAnswer, int) {
+	t.Helper()
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
+	}}}
+	body, _ := json.Marshal(req)
+	resp, err := c.Post("http://agent/v1/guard/"+verb, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans GuardAnswer
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ans, resp.StatusCode
+}
