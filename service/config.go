@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,29 +146,22 @@ func Parse(data []byte) (*Config, error) {
 	cfg := &Config{}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(cfg)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			if pe.LastKey != "" {
-				return nil, fmt.Errorf("line %d: key %s: %s", pe.Position.Line, pe.LastKey, pe.Message)
-			}
-			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
-		}
-		return nil, err
+		return nil, decodeError(data, md, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
-		return nil, fmt.Errorf("line %d: unknown key %s (hint: see the Configuration section of the README for every key)", lineOfKey(data, k), k)
+		return nil, fmt.Errorf("line %d: unknown key %s (hint: see the Configuration section of the README for every key)", keyLine(data, md, k), k)
 	}
-	if err := cfg.validate(data); err != nil {
+	if err := cfg.validate(data, md); err != nil {
 		return nil, err
 	}
 	cfg.ApplyDefaults()
 	return cfg, nil
 }
 
-func (c *Config) validate(data []byte) error {
+func (c *Config) validate(data []byte, md toml.MetaData) error {
 	fail := func(key, format string, args ...any) error {
-		return fmt.Errorf("line %d: key %s: %s", lineOfKey(data, strings.Split(key, ".")), key, fmt.Sprintf(format, args...))
+		return fmt.Errorf("line %d: key %s: %s", keyLine(data, md, strings.Split(key, ".")), key, fmt.Sprintf(format, args...))
 	}
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
 		return fail("state_dir", "%q is not an absolute path", c.StateDir)
@@ -284,39 +279,84 @@ func (c *Config) StoreFor(path string) (StoreConfig, bool) {
 
 func ptr[T any](v T) *T { return &v }
 
-// lineOfKey finds the line a key was written on, so errors about values
-// that decoded fine but do not validate can still point at a line. It looks
-// for the last table header that matches the key's parent and then for the
-// key itself, which is enough for the flat files agentd reads.
-func lineOfKey(data []byte, key []string) int {
+// decodeError puts the decoder's error in the form every config error
+// has, "line N: [key K: ]message". Syntax errors and values a type refused
+// come as a ParseError; a value of the wrong TOML type comes as a plain
+// error, `toml: line 3 (last key "guard"): incompatible types: ...`.
+func decodeError(data []byte, md toml.MetaData, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		// The byte offset is the reliable part of the position: at the
+		// end of the input the lexer reports the line before the error's
+		// (line 0 for a one-line document).
+		line := max(pe.Position.Line, 1)
+		if s := pe.Position.Start; s > 0 && s <= len(data) {
+			line = 1 + bytes.Count(data[:s], []byte("\n"))
+		}
+		if pe.LastKey != "" {
+			return fmt.Errorf("line %d: key %s: %s", line, pe.LastKey, pe.Message)
+		}
+		return fmt.Errorf("line %d: %s", line, pe.Message)
+	}
+	if m := mismatchRe.FindStringSubmatch(err.Error()); m != nil {
+		key, uerr := strconv.Unquote(`"` + m[2] + `"`)
+		if uerr != nil {
+			key = m[2]
+		}
+		line, _ := strconv.Atoi(m[1])
+		if line == 0 {
+			line = keyLine(data, md, strings.Split(key, "."))
+		}
+		return fmt.Errorf("line %d: key %s: %s", line, key, m[3])
+	}
+	// No other form is known (a long fuzz run found none); the document
+	// is at least that long.
+	return fmt.Errorf("line 1: %w", err)
+}
+
+var mismatchRe = regexp.MustCompile(`(?s)^toml: (?:line (\d+) )?\(last key "(.*)"\): (.*)$`)
+
+// keyLine is the line key was written on, from the decoder's own record of
+// key positions (which it exposes only in errors): the document is decoded
+// again into a type whose single field sits at key and refuses any value,
+// and the resulting error carries the key's position. Tables of arrays
+// become slices on the way down, as in the document. A key the probe
+// cannot find (absent, as a required field left out, or a name no struct
+// tag can carry, such as "" or one with a comma) is reported at its table;
+// a top-level one at the first line that mentions it.
+func keyLine(data []byte, md toml.MetaData, key toml.Key) int {
+	for k := key; len(k) > 0; k = k[:len(k)-1] {
+		t := reflect.TypeOf(keyProbe{})
+		for i := len(k) - 1; i >= 0; i-- {
+			if i < len(k)-1 {
+				if typ := md.Type(k[:i+1]...); typ == "ArrayHash" || typ == "Array" {
+					t = reflect.SliceOf(t)
+				}
+			}
+			t = reflect.StructOf([]reflect.StructField{{Name: "K", Type: t, Tag: reflect.StructTag(`toml:` + strconv.Quote(k[i]))}})
+		}
+		_, err := toml.NewDecoder(bytes.NewReader(data)).Decode(reflect.New(t).Interface())
+		var pe toml.ParseError
+		if errors.As(err, &pe) && pe.Message == errKeyProbe.Error() && pe.Position.Line > 0 {
+			return pe.Position.Line
+		}
+	}
 	if len(key) == 0 {
-		return 0
+		return 1
 	}
-	leaf := regexp.QuoteMeta(key[len(key)-1])
-	keyRe := regexp.MustCompile(`^\s*"?` + leaf + `"?\s*=`)
-	var tableRe *regexp.Regexp
-	if len(key) > 1 {
-		parent := regexp.QuoteMeta(strings.Join(key[:len(key)-1], "."))
-		tableRe = regexp.MustCompile(`^\s*\[\[?\s*` + parent + `\s*\]\]?`)
-		// A dotted key in the top table (policy.replaced = ...) counts too.
-		dotted := regexp.MustCompile(`^\s*` + regexp.QuoteMeta(strings.Join(key, ".")) + `\s*=`)
-		for i, l := range strings.Split(string(data), "\n") {
-			if dotted.MatchString(l) {
-				return i + 1
-			}
-		}
-	}
-	inTable := tableRe == nil
+	return max(1, firstLineOf(data, key[0]))
+}
+
+var errKeyProbe = errors.New("stateguard key probe")
+
+type keyProbe struct{}
+
+func (keyProbe) UnmarshalTOML(any) error { return errKeyProbe }
+
+// firstLineOf is the first line that mentions s; 0 if none does.
+func firstLineOf(data []byte, s string) int {
 	for i, l := range strings.Split(string(data), "\n") {
-		trimmed := strings.TrimSpace(l)
-		if strings.HasPrefix(trimmed, "[") {
-			inTable = tableRe != nil && tableRe.MatchString(l)
-			if tableRe == nil {
-				inTable = false
-			}
-			continue
-		}
-		if inTable && keyRe.MatchString(l) {
+		if strings.Contains(l, s) {
 			return i + 1
 		}
 	}

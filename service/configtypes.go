@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,9 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 	n, err := strconv.ParseInt(str, 10, 64)
 	if err != nil || n < 0 {
 		return fmt.Errorf("%q is not a size (examples: 0, 512MiB, 2GB)", b)
+	}
+	if n > math.MaxInt64/mult {
+		return fmt.Errorf("%q is more than 8 EiB", b)
 	}
 	*s = ByteSize(n * mult)
 	return nil
