@@ -20,6 +20,8 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 		CaptureMaxBytes: int64(c.Capture.MaxBytes),
 		Logger:          log,
 		Discover:        store.DiscoverOptions{ExtraHomes: c.Homes},
+		Guard:           c.Guard == nil || *c.Guard,
+		StoreGuard:      map[string]bool{},
 	}
 	if c.DiscoverUsers != nil && !*c.DiscoverUsers {
 		o.Discover.CurrentUserOnly = true
@@ -29,6 +31,9 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 	for _, s := range c.Stores {
 		o.Discover.ExtraStores = append(o.Discover.ExtraStores, s.Path)
 		o.StorePolicies[s.Path] = s.Policy.set()
+		if s.Guard != nil {
+			o.StoreGuard[s.Path] = *s.Guard
+		}
 	}
 	return o
 }
