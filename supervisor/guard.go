@@ -145,6 +145,9 @@ func (w *worker) guardArm(gen store.Generation) {
 	case !gen.Main.Exists:
 		w.guardUnavailable(false, "no main file at the path")
 		return
+	case !gen.Main.Regular() || (gen.SHM.Exists && !gen.SHM.Regular()):
+		w.guardUnavailable(false, "main or -shm is not a regular file")
+		return
 	case !gen.SHM.Exists:
 		w.guardUnavailable(mainSame, "no -shm yet (it arms when a connection opens the store)")
 		return
@@ -169,14 +172,14 @@ func (w *worker) guardArm(gen store.Generation) {
 			w.guardUnavailable(mainSame, "store changed while arming; retrying")
 		default:
 			gd.retry = errors.Is(err, holders.ErrGuardRefused)
+			why, hint := err.Error(), "the agent retries at every change and reconcile"
+			if gd.retry {
+				why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried every second"
+			}
 			if key := fmt.Sprint(want, err); gd.failed != key {
 				gd.failed = key
-				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(), "err", err,
-					"hint", "a process holding the store in EXCLUSIVE locking mode refuses the guard; it is retried every second")
-			}
-			why := "lock refused"
-			if !gd.retry {
-				why = err.Error()
+				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
+					"err", err, "hint", hint)
 			}
 			w.guardUnavailable(mainSame, why)
 		}
