@@ -182,20 +182,18 @@ type RestoreOptions struct {
 	// file of the store. A publish over an existing main, and removing
 	// leftover sidecars, need it: both would orphan a holder.
 	Clear bool
-	// Writers, when set, are stopped before the restore writes and
-	// resumed briefly whenever one of them turns out to hold the write
-	// lock (a writer frozen inside a transaction), then stopped again.
-	// The caller releases them after Execute returns.
+	// Writers, when set, are stopped once this process holds the store's
+	// write lock, so none of them is stopped inside a transaction of its
+	// own. The caller releases them after Execute returns.
 	Writers Writers
 	// Retry bounds the wait for the store's write lock (default 30 s).
 	Retry time.Duration
 }
 
-// Writers stops and resumes the processes that hold a store. Stop must
-// return only once every one of them is stopped.
+// Writers stops the processes that hold a store. Stop must return only
+// once every one of them is stopped.
 type Writers interface {
 	Stop(ctx context.Context) error
-	Resume(ctx context.Context) error
 }
 
 // RestoreResult is what a restore did.
@@ -216,8 +214,7 @@ type RestoreResult struct {
 	// RemovedSidecars are the leftover -wal/-shm a publish removed.
 	RemovedSidecars []string `json:"removed_sidecars,omitempty"`
 	Integrity       string   `json:"integrity"`
-	// LockRetries counts how often a stopped writer held the write lock
-	// and had to be resumed to finish its transaction.
+	// LockRetries counts the waits for another process's write lock.
 	LockRetries int `json:"lock_retries,omitempty"`
 }
 

@@ -17,9 +17,11 @@ import (
 )
 
 // executeOnline copies the backup's pages into the live store through one
-// writable connection (PERSIST_WAL, so it never unlinks -wal/-shm). The
-// safety copy is taken while that connection holds the write lock, so it
-// is exactly what the restore replaces when the writers are stopped.
+// writable connection (PERSIST_WAL, so it never unlinks -wal/-shm). It
+// first takes the store's write lock with the writers still running, and
+// only then stops them: a writer stopped while we hold the lock cannot be
+// inside a transaction of its own. The safety copy is taken under that
+// lock, so it is exactly what the restore replaces.
 func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res RestoreResult) (RestoreResult, error) {
 	if err := p.unchanged(roleMain); err != nil {
 		return res, err
@@ -36,26 +38,31 @@ func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res R
 	defer db.Close()
 	defer conn.Close()
 
-	l := lockLoop{ctx: ctx, w: o.Writers, deadline: time.Now().Add(o.Retry), path: p.Target}
+	l := lockLoop{ctx: ctx, deadline: time.Now().Add(o.Retry), path: p.Target}
+	var tx *sql.Tx
 	for {
-		if err := l.stop(); err != nil {
-			return res, err
-		}
-		tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
-		if err == nil {
-			res.SafetyCopy, err = p.onlineSafetyCopy(ctx, d)
-			if rerr := tx.Rollback(); err == nil && rerr != nil {
-				err = fmt.Errorf("restore: release the write lock on %s: %w", p.Target, rerr)
-			}
-			if err != nil {
-				return res, err
-			}
+		if tx, err = conn.BeginTx(ctx, nil); err == nil { // BEGIN IMMEDIATE
 			break
 		}
 		if err := l.busy(err); err != nil {
 			return res, err
 		}
 	}
+	if o.Writers != nil {
+		if err := o.Writers.Stop(ctx); err != nil {
+			tx.Rollback()
+			return res, fmt.Errorf("restore: stop the writers of %s: %w (nothing was changed)", p.Target, err)
+		}
+	}
+	res.SafetyCopy, err = p.onlineSafetyCopy(ctx, d)
+	if rerr := tx.Rollback(); err == nil && rerr != nil {
+		err = fmt.Errorf("restore: release the write lock on %s: %w", p.Target, rerr)
+	}
+	if err != nil {
+		return res, err
+	}
+	// Between the rollback and the copy only a process that was not
+	// stopped can take the lock; then wait for it as for any writer.
 	src := "file:" + escapeURIPath(p.privDB) + "?mode=ro"
 	for {
 		err := conn.Raw(func(dc any) error { return backupInto(dc, src) })
@@ -63,10 +70,7 @@ func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res R
 			break
 		}
 		if err := l.busy(err); err != nil {
-			return res, fmt.Errorf("restore %s into %s: %w (the safety copy is %s)", p.Backup, p.Target, err, strings.Join(res.SafetyCopy, ", "))
-		}
-		if err := l.stop(); err != nil {
-			return res, err
+			return res, fmt.Errorf("%w (nothing was restored; the safety copy is %s)", err, strings.Join(res.SafetyCopy, ", "))
 		}
 	}
 	res.LockRetries = l.retries
@@ -93,26 +97,14 @@ func (p *RestorePlan) verify(ctx context.Context, q store.Querier, res RestoreRe
 	return res, nil
 }
 
-// lockLoop is the wait for the store's write lock. With writers to stop,
-// a busy lock means one of them was frozen inside a transaction: resume
-// them so it can commit, then stop them again.
+// lockLoop is the bounded wait for the store's write lock, on top of
+// SQLite's own busy timeout per attempt.
 type lockLoop struct {
 	ctx      context.Context
-	w        Writers
 	deadline time.Time
 	path     string
 	retries  int
 	backoff  time.Duration
-}
-
-func (l *lockLoop) stop() error {
-	if l.w == nil {
-		return nil
-	}
-	if err := l.w.Stop(l.ctx); err != nil {
-		return fmt.Errorf("restore: stop the writers of %s: %w", l.path, err)
-	}
-	return nil
 }
 
 // busy returns nil when err is a busy lock worth waiting for, after the
@@ -125,11 +117,6 @@ func (l *lockLoop) busy(err error) error {
 		return fmt.Errorf("restore into %s: the write lock stayed taken: %w (another process keeps writing; use --stop-writers, or retry)", l.path, err)
 	}
 	l.retries++
-	if l.w != nil {
-		if err := l.w.Resume(l.ctx); err != nil {
-			return fmt.Errorf("restore: resume the writers of %s: %w", l.path, err)
-		}
-	}
 	l.backoff = min(max(2*l.backoff, 10*time.Millisecond), 200*time.Millisecond)
 	t := time.NewTimer(l.backoff/2 + rand.N(l.backoff/2+1))
 	defer t.Stop()
@@ -145,7 +132,7 @@ func (l *lockLoop) busy(err error) error {
 // uses: mode=rw (never creates), PERSIST_WAL set before anything else, a
 // short busy timeout (the caller retries), and the store must be WAL.
 func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
-	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(250)")
+	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(1000)")
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)
 	}
