@@ -22,6 +22,7 @@ import (
 //	GET  /v1/jobs                       []Job
 //	POST /v1/jobs                       JobRequest → Job (202)
 //	POST /v1/guard/pause|resume         GuardRequest (guard_api.go)
+//	POST /v1/restore/begin|end          RestoreBeginRequest (intent.go)
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", a.handleStatus)
@@ -31,6 +32,7 @@ func (a *Agent) apiHandler() http.Handler {
 	mux.HandleFunc("GET /v1/jobs", a.handleJobs)
 	mux.HandleFunc("POST /v1/jobs", a.handleEnqueue)
 	a.guardRoutes(mux)
+	a.restoreRoutes(mux) // intent.go
 	return mux
 }
 

@@ -1,0 +1,206 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+)
+
+// A restore announced through the control socket. agentctl restore asks
+// before it changes a watched store and says when it is done, so the
+// daemon knows the store's next generation is intended: it logs the
+// change as the restore's, never treats the restoring process as an
+// orphan holder, and refuses a restore while an incident on the store is
+// unfinished (the restore would race its capture and replay).
+//
+// The window does not stop the daemon from protecting anyone else: a
+// process that the restore orphans anyway (one the restorer's scan could
+// not see) still holds data nobody can reach, and still gets an incident.
+//
+//	POST /v1/restore/begin   RestoreBeginRequest → RestoreIntent
+//	POST /v1/restore/end     RestoreEndRequest
+const (
+	EventRestoreBegin = "restore.begin"
+	EventRestoreEnd   = "restore.end"
+)
+
+// Restore windows: how long one lasts unless ended, at most, and how long
+// it stays open after its end. The worker classifies a change once the
+// directory has been quiet for a moment (settle), which is often after
+// the restore has already said it is done; the last change is still the
+// restore's.
+const (
+	DefaultRestoreWindow = 10 * time.Minute
+	MaxRestoreWindow     = time.Hour
+	restoreEndGrace      = 2 * time.Second
+)
+
+// RestoreBeginRequest is the body of POST /v1/restore/begin.
+type RestoreBeginRequest struct {
+	Store string `json:"store"` // the store's main file, as the daemon watches it
+	PID   int    `json:"pid"`   // the restoring process
+	// Window is how long the restore may take, in seconds (default 600,
+	// at most 3600); the intent lapses after it even without an end.
+	Window int    `json:"window_seconds,omitempty"`
+	Mode   string `json:"mode,omitempty"` // online or publish, for the log
+	Backup string `json:"backup,omitempty"`
+}
+
+// RestoreIntent is the daemon's answer to a begin.
+type RestoreIntent struct {
+	Store     string    `json:"store"`
+	PID       int       `json:"pid"`
+	Until     time.Time `json:"until"`
+	DaemonPID int       `json:"daemon_pid"`
+	Ended     bool      `json:"ended,omitempty"`
+}
+
+// RestoreEndRequest is the body of POST /v1/restore/end.
+type RestoreEndRequest struct {
+	Store  string `json:"store"`
+	PID    int    `json:"pid"`
+	Result string `json:"result"` // "done", or what failed or was refused
+}
+
+// restoreIntents are the open windows per agent and store. They live
+// beside the Agent rather than in it so that this file is the whole
+// feature; entries go when a window ends or lapses.
+var restoreIntents = struct {
+	sync.Mutex
+	m map[*Agent]map[string]RestoreIntent
+}{m: map[*Agent]map[string]RestoreIntent{}}
+
+// restoreIntent returns the store's open window, dropping a lapsed one.
+func (a *Agent) restoreIntent(store string, now time.Time) (RestoreIntent, bool) {
+	restoreIntents.Lock()
+	defer restoreIntents.Unlock()
+	in, ok := restoreIntents.m[a][store]
+	if ok && !now.Before(in.Until) {
+		a.dropIntentLocked(store)
+		if !in.Ended {
+			a.log.Warn("restore window lapsed without an end", "event", EventRestoreEnd, "store", store, "pid", in.PID, "result", "lapsed")
+		}
+		return RestoreIntent{}, false
+	}
+	return in, ok
+}
+
+func (a *Agent) dropIntentLocked(store string) {
+	delete(restoreIntents.m[a], store)
+	if len(restoreIntents.m[a]) == 0 {
+		delete(restoreIntents.m, a)
+	}
+}
+
+// restoring reports whether a restore window is open on the store; the
+// replay queue should leave such a store alone until it ends.
+func (a *Agent) restoring(store string) bool {
+	_, ok := a.restoreIntent(store, time.Now())
+	return ok
+}
+
+// intended reports whether the store's changes right now are an
+// announced restore's.
+func (w *worker) intended() bool { return w.a.restoring(w.st.Path) }
+
+// restorer reports whether ref is the process doing the store's
+// announced restore: its connections and fds on the store's old files are
+// the restore's own, not an orphan writer's, and must never be frozen.
+func (w *worker) restorer(ref holders.ProcRef) bool {
+	in, ok := w.a.restoreIntent(w.st.Path, time.Now())
+	return ok && in.PID == ref.Pid
+}
+
+func (a *Agent) restoreRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/restore/begin", a.handleRestoreBegin)
+	mux.HandleFunc("POST /v1/restore/end", a.handleRestoreEnd)
+}
+
+func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
+	var req RestoreBeginRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(rw, http.StatusBadRequest, fmt.Errorf("decode restore request: %w", err))
+		return
+	}
+	if req.Store == "" || req.PID <= 0 {
+		writeErr(rw, http.StatusBadRequest, fmt.Errorf("restore request needs store and pid"))
+		return
+	}
+	window := DefaultRestoreWindow
+	if req.Window > 0 {
+		window = min(time.Duration(req.Window)*time.Second, MaxRestoreWindow)
+	}
+	w := a.worker(req.Store)
+	if w == nil {
+		writeErr(rw, http.StatusNotFound, fmt.Errorf("store %s is not watched by this agent", req.Store))
+		return
+	}
+	if ids := w.liveIDs(); len(ids) > 0 {
+		writeErr(rw, http.StatusConflict, fmt.Errorf("store %s has an unfinished incident (%v): a restore now would race its capture and replay; finish it first (agentctl incidents, agentctl release)", req.Store, ids))
+		return
+	}
+	now := time.Now()
+	if in, ok := a.restoreIntent(req.Store, now); ok && in.PID != req.PID && !in.Ended {
+		writeErr(rw, http.StatusConflict, fmt.Errorf("store %s: a restore by pid %d is in progress until %s", req.Store, in.PID, in.Until.UTC().Format(time.RFC3339)))
+		return
+	}
+	in := RestoreIntent{Store: req.Store, PID: req.PID, Until: now.Add(window), DaemonPID: os.Getpid()}
+	restoreIntents.Lock()
+	if restoreIntents.m[a] == nil {
+		restoreIntents.m[a] = map[string]RestoreIntent{}
+	}
+	restoreIntents.m[a][req.Store] = in
+	restoreIntents.Unlock()
+	a.log.Info("restore announced", "event", EventRestoreBegin, "store", req.Store, "pid", req.PID,
+		"mode", req.Mode, "backup", req.Backup, "until", in.Until.UTC())
+	writeJSON(rw, http.StatusOK, in)
+}
+
+func (a *Agent) handleRestoreEnd(rw http.ResponseWriter, r *http.Request) {
+	var req RestoreEndRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(rw, http.StatusBadRequest, fmt.Errorf("decode restore end: %w", err))
+		return
+	}
+	restoreIntents.Lock()
+	in, ok := restoreIntents.m[a][req.Store]
+	ok = ok && in.PID == req.PID && !in.Ended
+	if ok {
+		in.Ended = true
+		if g := time.Now().Add(restoreEndGrace); g.Before(in.Until) {
+			in.Until = g
+		}
+		restoreIntents.m[a][req.Store] = in
+	}
+	restoreIntents.Unlock()
+	if !ok {
+		// Idempotent: a lapsed or never-begun window has nothing to end.
+		writeJSON(rw, http.StatusOK, map[string]any{"store": req.Store, "ended": false})
+		return
+	}
+	a.log.Info("restore finished", "event", EventRestoreEnd, "store", req.Store, "pid", req.PID, "result", req.Result)
+	if w := a.worker(req.Store); w != nil {
+		// Re-read the store now, so the restored generation becomes the
+		// baseline at once rather than at the next reconcile.
+		w.kick(time.Now())
+	}
+	writeJSON(rw, http.StatusOK, map[string]any{"store": req.Store, "ended": true})
+}
+
+// liveIDs lists the worker's unfinished incidents.
+func (w *worker) liveIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]string, 0, len(w.live))
+	for id := range w.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
