@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/service"
+	"github.com/stateguard/stateguard/supervisor"
+)
+
+func init() {
+	register(command{
+		name:    "restore",
+		summary: "restore a store from a backup without orphaning anyone",
+		run:     runRestore,
+	})
+}
+
+// restoreScan is how restore learns who holds a store: the real holder
+// scan. Tests substitute a scan of their own environment (this sandbox's
+// PID 1 cannot be inspected, so every real scan here says unknown).
+var restoreScan = func(path string) (*holders.StoreResult, error) {
+	res, err := holders.Scan([]holders.Target{{Path: path}})
+	if err != nil {
+		return nil, err
+	}
+	sr := res.Store(path)
+	if sr == nil {
+		return nil, fmt.Errorf("the holder scan has no result for %s", path)
+	}
+	return sr, nil
+}
+
+func restoreUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl restore BACKUP (--profile P [--home H] | --db PATH)")
+	fmt.Fprintln(w, "                        [--stop-writers [--release POLICY]] [--force]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Restores a Hermes store from BACKUP, a SQLite file that must pass")
+	fmt.Fprintln(w, "integrity_check and have the Hermes tables. A healthy store gets the backup's")
+	fmt.Fprintln(w, "pages copied into the live file (SQLite's online backup; the inode is kept, so")
+	fmt.Fprintln(w, "open connections see the restored rows). A missing or broken store gets the")
+	fmt.Fprintln(w, "backup published (temp file, fsync, rename, directory fsync) only when a holder")
+	fmt.Fprintln(w, "scan proves no process holds it. A safety copy of the store is taken next to")
+	fmt.Fprintln(w, "it first (state.db.pre-restore-<UTC>). With agentd running, the restore is")
+	fmt.Fprintln(w, "announced to it, so the change is not taken for an incident.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Processes holding the store: refused, unless --stop-writers, which freezes them")
+	fmt.Fprintln(w, "for the restore and then releases them by --release (default: the configured")
+	fmt.Fprintln(w, "policy for replaced stores, terminate). A scan that cannot see every process")
+	fmt.Fprintln(w, "(unknown): refused, unless --force; --force never lets a publish replace a main")
+	fmt.Fprintln(w, "or remove sidecars.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes: 0 restored, 1 error (nothing changed unless it says so), 2 usage,")
+	fmt.Fprintln(w, "3 refused (holders, unknown scan, open incident), 4 restored but a writer")
+	fmt.Fprintln(w, "could not be released as asked.")
+}
+
+type restoreFlags struct {
+	profile, home, db string
+	stopWriters       bool
+	force             bool
+	release           string
+	config            string
+	socket            string
+}
+
+func runRestore(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f restoreFlags
+	fs.StringVar(&f.profile, "profile", "", "Hermes profile whose store to restore")
+	fs.StringVar(&f.home, "home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
+	fs.StringVar(&f.db, "db", "", "path of the store (state.db) to restore, instead of --profile")
+	fs.BoolVar(&f.stopWriters, "stop-writers", false, "freeze the processes holding the store for the restore, then release them")
+	fs.BoolVar(&f.force, "force", false, "restore although the holder scan cannot see every process")
+	fs.StringVar(&f.release, "release", "", "with --stop-writers: terminate, kill, resume or hold (default: the config's replaced policy)")
+	fs.StringVar(&f.config, "config", "", "agentd config file to read the release policy from (default: the usual one)")
+	fs.StringVar(&f.socket, "socket", "", "agentd control socket (default $"+socketEnv+", else the usual one)")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		restoreUsage(e.stdout, fs)
+		return exitOK
+	}
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case len(pos) != 1:
+		msg = fmt.Sprintf("need exactly one BACKUP file, got %d", len(pos))
+	case f.db == "" && f.profile == "":
+		msg = "name the store: --profile P (restore never picks one for you), or --db PATH"
+	case f.db != "" && (f.profile != "" || f.home != ""):
+		msg = "--db names the store; do not combine it with --profile/--home"
+	case f.release != "" && !f.stopWriters:
+		msg = "--release applies only with --stop-writers"
+	}
+	if msg == "" && f.release != "" {
+		if _, err := restorePolicy(f.release); err != nil {
+			msg = err.Error()
+		}
+	}
+	if msg != "" {
+		fmt.Fprintf(e.stderr, "agentctl restore: %s\n\n", msg)
+		restoreUsage(e.stderr, fs)
+		return exitUsage
+	}
+	useOFDLocks()
+	target, err := replayStore(e, f.db, f.profile, f.home)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl restore: %v\n", err)
+		return exitError
+	}
+	// The daemon and the holder scan know the store by its resolved path.
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(target)); err == nil {
+		target = filepath.Join(dir, filepath.Base(target))
+	}
+	r := &restoreRun{e: e, f: f, target: target, backup: expandHome(pos[0], e.getenv)}
+	return r.run(ctx)
+}
+
+// restoreRun is one agentctl restore.
+type restoreRun struct {
+	e      *env
+	f      restoreFlags
+	target string
+	backup string
+
+	plan      *recovery.RestorePlan
+	daemon    *client
+	daemonPID int
+}
+
+func (r *restoreRun) errorf(format string, args ...any) {
+	fmt.Fprintf(r.e.stderr, "agentctl restore: "+format+"\n", args...)
+}
+
+func (r *restoreRun) run(ctx context.Context) int {
+	plan, err := recovery.PlanRestore(ctx, recovery.RestoreRequest{Backup: r.backup, Target: r.target})
+	if err != nil {
+		r.errorf("%v", err)
+		r.errorf("nothing was changed")
+		return exitError
+	}
+	defer plan.Close()
+	r.plan = plan
+	out := r.e.stdout
+	fmt.Fprintf(out, "backup %s: %s (%s)\n", plan.Backup, plan.BackupRows, plan.BackupShape)
+	fmt.Fprintf(out, "store %s: %s", plan.Target, plan.TargetState)
+	if plan.TargetState == "healthy" {
+		fmt.Fprintf(out, ", %s", plan.Before)
+	}
+	fmt.Fprintf(out, "; %s restore\n", plan.Mode)
+
+	if code, ok := r.announce(ctx); !ok {
+		return code
+	}
+	result := "failed"
+	defer func() { r.finish(result) }()
+
+	sr, err := restoreScan(plan.Target)
+	if err != nil {
+		r.errorf("holder scan of %s failed: %v; refusing (nothing was changed)", plan.Target, err)
+		result = "refused: holder scan failed"
+		return exitRefused
+	}
+	procs := r.others(sr.Holders)
+	writers, code := r.decide(ctx, procs, sr.Blind)
+	if code != exitOK {
+		result = "refused"
+		return code
+	}
+	opts := recovery.RestoreOptions{Clear: len(procs) == 0 && len(sr.Blind) == 0}
+	if writers != nil {
+		opts.Writers = writers // never a typed nil in the interface
+	}
+	res, err := plan.Execute(ctx, opts)
+	if err != nil {
+		if writers != nil {
+			if rerr := writers.Resume(context.WithoutCancel(ctx)); rerr != nil {
+				r.errorf("resume the frozen writers: %v", rerr)
+			}
+		}
+		r.errorf("%v", err)
+		if errors.Is(err, recovery.ErrRestoreRefused) {
+			result = "refused"
+			return exitRefused
+		}
+		return exitError
+	}
+	result = "done"
+	r.report(res)
+	if writers == nil {
+		return exitOK
+	}
+	pol, grace := r.releasePolicy()
+	return writers.release(ctx, pol, grace, out, r.e.stderr)
+}
+
+// announce tells a running agentd about the restore. It returns false
+// with an exit code when the restore must not go on.
+func (r *restoreRun) announce(ctx context.Context) (int, bool) {
+	cl := newClient(socketPath(r.f.socket, r.e.getenv))
+	var in supervisor.RestoreIntent
+	err := cl.post(ctx, "/v1/restore/begin", supervisor.RestoreBeginRequest{Store: r.plan.Target, PID: os.Getpid(),
+		Mode: string(r.plan.Mode), Backup: r.plan.Backup}, &in)
+	var ae *apiError
+	switch {
+	case err == nil:
+		r.daemon, r.daemonPID = cl, in.DaemonPID
+		fmt.Fprintf(r.e.stdout, "agentd (pid %d) knows this restore is intended\n", in.DaemonPID)
+	case errors.Is(err, errDaemonNotRunning):
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		fmt.Fprintf(r.e.stdout, "agentd runs but does not watch %s; restoring without it\n", r.plan.Target)
+	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
+		r.errorf("refused by agentd: %s", ae.Msg)
+		r.errorf("nothing was changed")
+		return exitRefused, false
+	default:
+		r.errorf("cannot announce the restore to agentd: %v; refusing to change a store a daemon watches behind its back (nothing was changed)", err)
+		return exitError, false
+	}
+	return exitOK, true
+}
+
+// finish ends the daemon's restore window, even when ctx was cancelled.
+func (r *restoreRun) finish(result string) {
+	if r.daemon == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.daemon.post(ctx, "/v1/restore/end", supervisor.RestoreEndRequest{Store: r.plan.Target, PID: os.Getpid(), Result: result}, nil); err != nil {
+		r.errorf("tell agentd the restore ended: %v (its window lapses by itself)", err)
+	}
+}
+
+// others drops agentd from the holders: its guard and pins only read,
+// and it knows about the restore.
+func (r *restoreRun) others(ps []holders.Process) []holders.Process {
+	var out []holders.Process
+	for _, p := range ps {
+		if r.daemonPID != 0 && p.Pid == r.daemonPID {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// decide applies the holder rules and returns the writers to stop, or an
+// exit code other than exitOK to stop here.
+func (r *restoreRun) decide(ctx context.Context, procs []holders.Process, blind []holders.Blind) (*frozenWriters, int) {
+	if len(procs) > 0 && r.plan.Mode == recovery.RestorePublish {
+		r.errorf("refused: %d process(es) hold files of %s, which is %s:", len(procs), r.plan.Target, r.plan.TargetState)
+		printHolders(r.e.stderr, procs)
+		r.errorf("publishing a new main would leave them writing into files nobody can see; stop them first (--stop-writers does not help here). Nothing was changed.")
+		return nil, exitRefused
+	}
+	if len(procs) > 0 && !r.f.stopWriters {
+		r.errorf("refused: %d process(es) hold %s:", len(procs), r.plan.Target)
+		printHolders(r.e.stderr, procs)
+		r.errorf("stop them, or pass --stop-writers to freeze them for the restore and release them afterwards. Nothing was changed.")
+		return nil, exitRefused
+	}
+	if len(blind) > 0 && !r.f.force {
+		r.errorf("refused: the holder scan cannot see every process that could open %s (verdict unknown):", r.plan.Target)
+		printBlind(r.e.stderr, blind)
+		r.errorf("run as root (or the store's owner with the capabilities agentd has), or pass --force to restore anyway. Nothing was changed.")
+		return nil, exitRefused
+	}
+	if len(blind) > 0 {
+		fmt.Fprintf(r.e.stdout, "--force: %d process(es) could not be inspected; restoring anyway\n", len(blind))
+	}
+	if len(procs) == 0 {
+		return nil, exitOK
+	}
+	if _, _, err := r.loadPolicy(); err != nil {
+		r.errorf("%v; pass --release to say how to release the writers. Nothing was changed.", err)
+		return nil, exitError
+	}
+	w := &frozenWriters{target: r.plan.Target, skip: r.daemonPID, out: r.e.stdout}
+	for _, p := range procs {
+		w.add(p)
+	}
+	return w, exitOK
+}
+
+func printHolders(w io.Writer, ps []holders.Process) {
+	for _, p := range ps {
+		var roles []string
+		for _, f := range p.Files {
+			s := string(f.Role)
+			if !f.Current {
+				s += " (deleted or replaced)"
+			}
+			roles = append(roles, s)
+		}
+		name := filepath.Base(p.Exe)
+		if name == "." || name == "" {
+			name = "?"
+		}
+		fmt.Fprintf(w, "  pid %d %s (user %s): %s\n", p.Pid, name, p.User, strings.Join(roles, ", "))
+	}
+}
+
+func printBlind(w io.Writer, bs []holders.Blind) {
+	for _, b := range bs {
+		if b.Pid == 0 {
+			fmt.Fprintf(w, "  %s\n", b.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "  pid %d: %s\n", b.Pid, b.Reason)
+	}
+}
+
+func (r *restoreRun) report(res recovery.RestoreResult) {
+	out := r.e.stdout
+	how := "pages copied into the live file, inode " + res.MainAfter.String() + " kept"
+	if res.Mode == recovery.RestorePublish {
+		how = "published as a new file, inode " + res.MainAfter.String()
+	} else if res.MainAfter != res.MainBefore {
+		how = fmt.Sprintf("pages copied, but the main file is now inode %s (was %s)", res.MainAfter, res.MainBefore)
+	}
+	fmt.Fprintf(out, "restored %s into %s (%s: %s)\n", res.Backup, res.Target, res.Mode, how)
+	if len(res.SafetyCopy) > 0 {
+		fmt.Fprintf(out, "  safety copy: %s\n", strings.Join(res.SafetyCopy, ", "))
+	} else {
+		fmt.Fprintln(out, "  safety copy: none, there was no store to copy")
+	}
+	for _, s := range res.RemovedSidecars {
+		fmt.Fprintf(out, "  removed leftover %s\n", s)
+	}
+	fmt.Fprintf(out, "  before: %s\n", res.Before)
+	fmt.Fprintf(out, "  backup: %s\n", res.BackupRows)
+	fmt.Fprintf(out, "  after:  %s; integrity_check %s\n", res.After, res.Integrity)
+}
+
+// useOFDLocks makes this process's SQLite locks OFD locks (as agentd's
+// are), so a raw fd closed on a store cannot drop them. It must run
+// before the first SQLite open; where OFD locks do not exist SQLite keeps
+// POSIX locks and the code never closes a raw fd on a store it holds.
+func useOFDLocks() {
+	_, _ = sqlite.OFDLocking(true)
+}
+
+// restorePolicy parses --release.
+func restorePolicy(s string) (supervisor.Policy, error) {
+	switch p := supervisor.Policy(s); p {
+	case supervisor.PolicyTerminate, supervisor.PolicyKill, supervisor.PolicyResume, supervisor.PolicyHold:
+		return p, nil
+	}
+	return "", fmt.Errorf("--release %q: want terminate, kill, resume or hold", s)
+}
+
+// loadPolicy is how the frozen writers are released: --release, else the
+// config's policy for replaced stores (a restore replaces what the
+// writers had), and the terminate grace.
+func (r *restoreRun) loadPolicy() (supervisor.Policy, time.Duration, error) {
+	path, explicit := r.f.config, r.f.config != ""
+	if !explicit {
+		path = service.DefaultConfigPath(r.e.getenv, os.Geteuid())
+	}
+	cfg, err := service.Load(path, explicit)
+	if err != nil {
+		if r.f.release != "" {
+			p, _ := restorePolicy(r.f.release)
+			return p, service.DefaultGrace, nil
+		}
+		return "", 0, err
+	}
+	cfg.ApplyDefaults()
+	pc := cfg.Policy
+	if sc, ok := cfg.StoreFor(r.plan.Target); ok {
+		pc = sc.Policy
+		if pc.Replaced == "" {
+			pc.Replaced = cfg.Policy.Replaced
+		}
+		if pc.Grace.D == 0 {
+			pc.Grace = cfg.Policy.Grace
+		}
+	}
+	pol := pc.Replaced
+	if r.f.release != "" {
+		pol, _ = restorePolicy(r.f.release)
+	}
+	grace := pc.Grace.D
+	if grace <= 0 {
+		grace = service.DefaultGrace
+	}
+	return pol, grace, nil
+}
+
+func (r *restoreRun) releasePolicy() (supervisor.Policy, time.Duration) {
+	pol, grace, err := r.loadPolicy()
+	if err != nil {
+		// decide() checked it; the file changed since. Never leave
+		// writers frozen by accident.
+		return supervisor.PolicyResume, 0
+	}
+	return pol, grace
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
+)
+
+// pid1Hidden reports whether this host's PID 1 cannot be inspected even
+// by root, as in the sandbox these tests are developed in: then every real
+// holder scan says unknown.
+func pid1Hidden() bool {
+	if _, err := os.ReadFile("/proc/1/maps"); errors.Is(err, fs.ErrPermission) {
+		return true
+	}
+	names, err := os.ReadDir("/proc/1/fd")
+	if errors.Is(err, fs.ErrPermission) {
+		return true
+	}
+	for _, n := range names {
+		if _, err := os.Readlink("/proc/1/fd/" + n.Name()); errors.Is(err, fs.ErrPermission) {
+			return true
+		}
+	}
+	return false
+}
+
+// visibleScan makes restore use the real holder scan minus the one thing
+// a sandbox can never see, PID 1 (only when it truly is hidden). Every
+// other uninspectable process still makes the verdict unknown, and real
+// holders are found as in production.
+func visibleScan(t *testing.T) {
+	t.Helper()
+	prev := restoreScan
+	hidden := pid1Hidden()
+	restoreScan = func(path string) (*holders.StoreResult, error) {
+		sr, err := prev(path)
+		if err != nil {
+			return nil, err
+		}
+		var keep []holders.Blind
+		for _, b := range sr.Blind {
+			if hidden && b.Pid == 1 {
+				continue
+			}
+			keep = append(keep, b)
+		}
+		sr.Blind = keep
+		if len(sr.Holders) == 0 && len(keep) == 0 {
+			sr.Verdict = holders.VerdictClear
+		}
+		return sr, nil
+	}
+	t.Cleanup(func() { restoreScan = prev })
+}
+
+// restoreFixture is a Hermes home with a default store holding session
+// s1, and a backup of an earlier state of it.
+type restoreFixture struct {
+	home, db, backup string
+}
+
+func newRestoreFixture(t *testing.T, messages int) *restoreFixture {
+	t.Helper()
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &restoreFixture{home: home, db: filepath.Join(home, "state.db"), backup: filepath.Join(t.TempDir(), "backup.db")}
+	if err := hermestest.CreateStore(f.db); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, f.db, "s1", messages)
+	vacuumBackup(t, f.db, f.backup)
+	return f
+}
+
+func appendRows(t *testing.T, db, session string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := store.OpenWritable(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.InTx(ctx, func(tx *store.Tx) error {
+		if ok, err := store.SessionExists(ctx, tx, session); err != nil {
+			return err
+		} else if !ok {
+			if err := tx.CreateSession(store.Session{ID: session, Source: "cli"}); err != nil {
+				return err
+			}
+		}
+		for i := range n {
+			if _, err := tx.AppendMessage(store.Message{SessionID: session, Role: "user",
+				Content:   sql.NullString{String: fmt.Sprintf("%s row %d", session, i), Valid: true},
+				Timestamp: sql.NullFloat64{Float64: 1.75e9 + float64(i), Valid: true}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func vacuumBackup(t *testing.T, db, dst string) {
+	t.Helper()
+	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func storeRows(t *testing.T, db string) (sessions, messages int64) {
+	t.Helper()
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.QueryRow("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)").Scan(&sessions, &messages); err != nil {
+		t.Fatal(err)
+	}
+	return sessions, messages
+}
+
+func integrityOf(t *testing.T, db string) string {
+	t.Helper()
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var s string
+	if err := c.QueryRow("PRAGMA integrity_check").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// storeBytes is the identity of every entry in the store's directory and
+// the bytes of the main file and -wal. The -shm is compared by identity
+// only: SQLite readers legitimately update read marks in it.
+func storeBytes(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s ino=%d mode=%v", e.Name(), fi.Sys().(*syscall.Stat_t).Ino, fi.Mode())
+		if fi.Mode().IsRegular() && !strings.HasSuffix(e.Name(), "-shm") {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(data)
+			fmt.Fprintf(&b, " size=%d sha=%s", len(data), hex.EncodeToString(sum[:8]))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// backupSeq is the backup's last message id: a writer that continues on
+// the restored store gives its next row the id after it.
+func backupSeq(t *testing.T, backup string) int64 {
+	t.Helper()
+	c, err := store.OpenReadOnly(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seq int64
+	if err := c.QueryRow("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// sawRestore checks that the writer's rows after the restore continue
+// the restored store: the last ack with the id after the backup's last is
+// the first row written after the restore, and it and every later one
+// are in the store.
+func sawRestore(t *testing.T, db string, seq int64, acks []hermestest.Ack, session string) {
+	t.Helper()
+	first := -1
+	for i, a := range acks {
+		if a.ID == seq+1 {
+			first = i
+		}
+	}
+	if first < 0 {
+		t.Fatalf("no acknowledged row has id %d: the writer did not continue on the restored store", seq+1)
+	}
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msgs, err := store.ReadMessages(context.Background(), c, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[int64]string{}
+	for _, m := range msgs {
+		have[m.ID] = m.Content.String
+	}
+	for _, a := range acks[first:] {
+		if have[a.ID] != hermestest.MessageContent(session, a.Seq) {
+			t.Fatalf("row seq %d id %d acknowledged after the restore is not in the store", a.Seq, a.ID)
+		}
+	}
+}
+
+func waitForAcks(t *testing.T, w *hermestest.Writer, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d acks", n), 30*time.Second, func() bool {
+		if exited, err := w.Exited(); exited {
+			t.Fatalf("writer exited: %v", err)
+		}
+		return len(w.Acks(t)) >= n
+	})
+}
+
+func mustContain(t *testing.T, what, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Fatalf("%s lacks %q:\n%s", what, sub, s)
+		}
+	}
+}
+
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(x, y)
+}

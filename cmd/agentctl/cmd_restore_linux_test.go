@@ -1,0 +1,268 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// A writer holds the store: restore refuses, lists it, exits 3, and the
+// store is byte for byte what it was.
+func TestRestoreRefusesHeldStore(t *testing.T) {
+	f := newRestoreFixture(t, 5)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 20, Linger: true})
+	waitForAcks(t, w, 20)
+	before := storeBytes(t, f.home)
+
+	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
+	if r.code != exitRefused {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, exitRefused, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "refused", "pid "+strconv.Itoa(w.Pid), "--stop-writers", "Nothing was changed")
+	if strings.Contains(r.stdout, "restored") {
+		t.Fatalf("a refused restore printed a success line:\n%s", r.stdout)
+	}
+	if got := storeBytes(t, f.home); got != before {
+		t.Fatalf("store changed:\n%s\nwas\n%s", got, before)
+	}
+}
+
+// --stop-writers freezes the writer for the restore and releases it by
+// the chosen policy. With resume the writer goes on in the restored store
+// (same inode); with terminate it exits cleanly; with kill it dies.
+func TestRestoreStopWriters(t *testing.T) {
+	visibleScan(t)
+	for _, pol := range []string{"resume", "terminate", "kill"} {
+		t.Run(pol, func(t *testing.T) {
+			f := newRestoreFixture(t, 0)
+			w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 300})
+			waitForAcks(t, w, 10)
+			vacuumBackup(t, f.db, f.backup+".2") // the backup: the store some rows ago
+			backup := f.backup + ".2"
+			seq := backupSeq(t, backup)
+			waitForAcks(t, w, int(seq)+30)
+			ino := inode(t, f.db)
+
+			cfg := filepath.Join(t.TempDir(), "agent.toml")
+			writeFile(t, cfg, "[policy]\nreplaced = \""+pol+"\"\ngrace = \"10s\"\n")
+			r := ctl(t, noDaemon(t), "restore", "--db", f.db, "--stop-writers", "--config", cfg, backup)
+			if r.code != exitOK {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			t.Log(r.stdout)
+			mustContain(t, "stdout", r.stdout, "online", "kept", "integrity_check ok", "safety copy: "+f.db+".pre-restore-",
+				"writer pid "+strconv.Itoa(w.Pid))
+			if inode(t, f.db) != ino {
+				t.Fatal("the online restore changed the main file's inode")
+			}
+			switch pol {
+			case "resume":
+				n := len(w.Acks(t))
+				waitForAcks(t, w, n+20)
+				if err := w.Stop(10 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+				sawRestore(t, f.db, seq, w.Acks(t), "s1")
+			case "terminate":
+				select {
+				case <-w.Done():
+				case <-time.After(15 * time.Second):
+					t.Fatal("writer still running after terminate")
+				}
+				if _, err := w.Exited(); err != nil {
+					t.Fatalf("terminated writer did not exit cleanly: %v", err)
+				}
+			case "kill":
+				<-w.Done()
+				_, err := w.Exited()
+				if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("writer exit: %v, want SIGKILL", err)
+				}
+			}
+			if s := integrityOf(t, f.db); s != "ok" {
+				t.Fatalf("integrity_check: %s", s)
+			}
+		})
+	}
+}
+
+// The store's files were deleted while a writer still holds them: a
+// publish would leave it writing into files nobody can see. Refused, with
+// or without --stop-writers, and nothing is created.
+func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
+	visibleScan(t)
+	f := newRestoreFixture(t, 3)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 5, Linger: true})
+	waitForAcks(t, w, 5)
+	for _, s := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(f.db + s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := storeBytes(t, f.home)
+	for _, extra := range [][]string{nil, {"--stop-writers", "--release", "resume"}} {
+		args := append([]string{"restore", "--db", f.db}, extra...)
+		r := ctl(t, noDaemon(t), append(args, f.backup)...)
+		if r.code != exitRefused {
+			t.Fatalf("%v: exit %d\nstdout: %s\nstderr: %s", extra, r.code, r.stdout, r.stderr)
+		}
+		mustContain(t, "stderr", r.stderr, "missing", "pid "+strconv.Itoa(w.Pid), "deleted or replaced")
+		if got := storeBytes(t, f.home); got != before {
+			t.Fatalf("directory changed:\n%s", got)
+		}
+	}
+	if procState(w.Pid) == 'T' {
+		t.Fatal("a refused restore left the writer frozen")
+	}
+}
+
+// The real holder scan, whatever it says on this host: where it cannot
+// see every process (this sandbox's PID 1), restore refuses with exit 3.
+func TestRestoreRealScanUnknownRefused(t *testing.T) {
+	if !pid1Hidden() {
+		t.Skip("this host's scan can see every process as root; TestRestoreUnprivilegedScanRefused covers unknown")
+	}
+	f := newRestoreFixture(t, 3)
+	before := storeBytes(t, f.home)
+	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
+	if r.code != exitRefused {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "verdict unknown", "pid 1:", "--force")
+	if got := storeBytes(t, f.home); got != before {
+		t.Fatalf("store changed:\n%s", got)
+	}
+	// --force restores online (nothing can be orphaned by it)...
+	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--force", f.backup)
+	if r.code != exitOK {
+		t.Fatalf("--force: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// ...but never lets a publish replace a broken main.
+	writeFile(t, f.db, "garbage where a store was")
+	os.Remove(f.db + "-wal")
+	os.Remove(f.db + "-shm")
+	before = storeBytes(t, f.home)
+	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--force", f.backup)
+	if r.code != exitRefused {
+		t.Fatalf("--force over a broken main: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "--force does not override it")
+	if got := storeBytes(t, f.home); got != before {
+		t.Fatalf("store changed:\n%s", got)
+	}
+}
+
+// An unprivileged agentctl cannot inspect root's processes: its scan is
+// unknown on any host, and the restore is refused.
+func TestRestoreUnprivilegedScanRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run agentctl as another user")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "sg-restore-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "agentctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build agentctl: %v\n%s", err, out)
+	}
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(home, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, db, "s1", 3)
+	backup := filepath.Join(home, "backup.db")
+	vacuumBackup(t, db, backup)
+	appendRows(t, db, "s2", 2)
+	for _, p := range []string{home, db, db + "-wal", db + "-shm", backup} {
+		if err := os.Lchown(p, nobody, nobody); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	before := storeBytes(t, home)
+	cmd := exec.Command(bin, "restore", "--db", db, backup)
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", socketEnv + "=" + filepath.Join(home, "no.sock")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitRefused {
+		t.Fatalf("agentctl restore as nobody: %v, want exit %d\n%s", err, exitRefused, out)
+	}
+	mustContain(t, "output", string(out), "verdict unknown")
+	if got := storeBytes(t, home); got != before {
+		t.Fatalf("store changed:\n%s\nwas\n%s", got, before)
+	}
+}
+
+// With no process holding it, a broken store with leftover sidecars is
+// published: the broken files kept as the safety copy, sidecars removed.
+func TestRestorePublishBrokenClear(t *testing.T) {
+	visibleScan(t)
+	f := newRestoreFixture(t, 4)
+	writeFile(t, f.db, "not a database any more")
+	writeFile(t, f.db+"-wal", "stale frames")
+	os.Remove(f.db + "-shm")
+	r := ctl(t, noDaemon(t), "restore", "--profile", "default", "--home", f.home, f.backup)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	t.Log(r.stdout)
+	mustContain(t, "stdout", r.stdout, "broken: no SQLite header", "publish", "removed leftover "+f.db+"-wal", "after:  1 sessions, 4 messages")
+	ents, _ := filepath.Glob(f.db + ".pre-restore-*")
+	if len(ents) != 2 {
+		t.Fatalf("safety copy files %v, want main and -wal", ents)
+	}
+	if integrityOf(t, f.db) != "ok" {
+		t.Fatal("published store fails integrity_check")
+	}
+}
+
+// Bad input: a clear message, exit 1, nothing changed.
+func TestRestoreBadInput(t *testing.T) {
+	f := newRestoreFixture(t, 2)
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	writeFile(t, junk, "definitely not SQLite")
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(f.backup, link); err != nil {
+		t.Fatal(err)
+	}
+	before := storeBytes(t, f.home)
+	cases := []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"--db", f.db, junk}, "not a SQLite database", exitError},
+		{[]string{"--db", f.db, link}, "is a symlink", exitError},
+		{[]string{"--db", filepath.Join(f.home, "nowhere", "state.db"), f.backup}, "does not exist", exitError},
+		{[]string{"--profile", "ghost", "--home", f.home, f.backup}, "no profile", exitError},
+		{[]string{f.backup}, "--profile P", exitUsage},
+		{[]string{"--db", f.db, "--release", "kill", f.backup}, "only with --stop-writers", exitUsage},
+		{[]string{"--db", f.db, "--stop-writers", "--release", "observe", f.backup}, "want terminate", exitUsage},
+	}
+	for _, tc := range cases {
+		r := ctl(t, noDaemon(t), append([]string{"restore"}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+	if got := storeBytes(t, f.home); got != before {
+		t.Fatalf("store changed:\n%s", got)
+	}
+}
