@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/stateguard/stateguard/recovery"
+)
+
+func init() {
+	register(command{
+		name:    "adopt",
+		summary: "move a session (and its lineage) created in the wrong profile into another",
+		run:     runAdopt,
+	})
+}
+
+func adoptUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl adopt --from PROFILE --to PROFILE --session ID [--keep-donor] [--home H] [--json]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Imports the session ID (matched exactly, never by title) and its compression")
+	fmt.Fprintln(w, "lineage (its chain of parent_session_id) from the --from profile's store into")
+	fmt.Fprintln(w, "the --to profile's, in one transaction, then retires each donor session: archived")
+	fmt.Fprintln(w, "with end_reason 'adopted_by_profile', never deleted. A donor whose live message")
+	fmt.Fprintln(w, "count is ahead of the adopted copy (a writer appended since) is not retired; run")
+	fmt.Fprintln(w, "adopt again to take the new rows. Archived donors are never adopted. A second run")
+	fmt.Fprintln(w, "changes nothing.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes: 0 done, 1 error (nothing imported or retired), 2 usage,")
+	fmt.Fprintln(w, "4 partial: a segment was skipped, conflicted, or its donor not retired.")
+}
+
+func runAdopt(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("adopt", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	from := fs.String("from", "", "profile whose store holds the session (the donor)")
+	to := fs.String("to", "", "profile whose store adopts it")
+	session := fs.String("session", "", "session id, exactly")
+	keep := fs.Bool("keep-donor", false, "import only; leave the donor sessions as they are")
+	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
+	asJSON := fs.Bool("json", false, "print the per-segment result as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		adoptUsage(e.stdout, fs)
+		return exitOK
+	}
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case len(pos) != 0:
+		msg = fmt.Sprintf("unexpected arguments %q", pos)
+	case *from == "" || *to == "" || *session == "":
+		msg = "--from, --to and --session are required"
+	case *from == *to:
+		msg = "--from and --to name the same profile"
+	}
+	if msg != "" {
+		fmt.Fprintf(e.stderr, "agentctl adopt: %s\n\n", msg)
+		adoptUsage(e.stderr, fs)
+		return exitUsage
+	}
+	useOFDLocks()
+	donor, err := replayStore(e, "", *from, *home)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl adopt: --from: %v\n", err)
+		return exitError
+	}
+	recipient, err := replayStore(e, "", *to, *home)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl adopt: --to: %v\n", err)
+		return exitError
+	}
+	rep, err := recovery.Adopt(ctx, recovery.AdoptRequest{Donor: donor, Recipient: recipient, Session: *session, KeepDonor: *keep})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl adopt: %v\n", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl adopt: %v\n", err)
+			return exitError
+		}
+	} else {
+		printAdopt(e.stdout, rep, *from, *to)
+	}
+	if rep.Partial() {
+		fmt.Fprintln(e.stderr, "agentctl adopt: partial: see the segments above; donor_retired is false")
+		return exitPartial
+	}
+	return exitOK
+}
+
+func printAdopt(w io.Writer, rep recovery.AdoptReport, from, to string) {
+	fmt.Fprintf(w, "adopt session %s from %s (%s) into %s (%s)\n", rep.Session, from, rep.Donor, to, rep.Recipient)
+	for _, s := range rep.Segments {
+		var parts []string
+		parts = append(parts, s.Status)
+		if s.SessionCreated {
+			parts = append(parts, "session created")
+		}
+		if s.Status == recovery.SegmentAdopted {
+			parts = append(parts, fmt.Sprintf("%d of %d messages imported now", s.Imported, s.DonorMessages))
+		}
+		switch {
+		case s.DonorRetired && s.Status == recovery.SegmentAdopted:
+			parts = append(parts, "donor retired")
+		case s.DonorRetired:
+		case rep.KeepDonor && s.Status == recovery.SegmentAdopted:
+			parts = append(parts, "donor kept (--keep-donor)")
+		default:
+			parts = append(parts, "donor NOT retired")
+		}
+		if len(s.DroppedColumns) > 0 {
+			parts = append(parts, "columns the recipient lacks, not imported: "+strings.Join(s.DroppedColumns, ", "))
+		}
+		parent := "root"
+		if s.Parent != "" {
+			parent = "parent " + s.Parent
+		}
+		fmt.Fprintf(w, "  %s (%s): %s\n", s.ID, parent, strings.Join(parts, "; "))
+		if s.Reason != "" {
+			fmt.Fprintf(w, "      %s\n", s.Reason)
+		}
+	}
+	fmt.Fprintf(w, "donor_retired: %v\n", rep.DonorRetired)
+}
