@@ -344,8 +344,3 @@ func countRows(ctx context.Context, q store.Querier) (Counts, error) {
 	}
 	return c, rows.Err()
 }
-
-// escapeURIPath escapes what would end or change a SQLite URI's path.
-func escapeURIPath(abs string) string {
-	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
-}

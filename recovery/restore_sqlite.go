@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"modernc.org/sqlite"
 )
@@ -29,4 +30,9 @@ func setPersistWAL(dc any) error {
 		return fmt.Errorf("PERSIST_WAL reads back %d", mode)
 	}
 	return nil
+}
+
+// escapeURIPath escapes what would end or change a SQLite URI's path.
+func escapeURIPath(abs string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
 }
