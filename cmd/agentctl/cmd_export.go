@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/stateguard/stateguard/recovery"
+)
+
+func init() {
+	register(command{
+		name:    "export",
+		summary: "write a session as JSON, Markdown or one HTML page, from a store or a capture",
+		run:     runExport,
+	})
+}
+
+func exportUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: agentctl export --session ID [--format json|md|html] [--redact] [-o FILE]")
+	fmt.Fprintln(w, "                       [--profile P] [--home H] | [--db PATH] | [--capture DIR]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Writes the session with all its messages: json keeps every column of every row")
+	fmt.Fprintln(w, "with its type (2-space indent), md is a readable transcript, html is one")
+	fmt.Fprintln(w, "self-contained page (no scripts, nothing fetched). The store is read read-only;")
+	fmt.Fprintln(w, "--capture reads a capture through a private copy, so what was salvaged can be")
+	fmt.Fprintln(w, "read before it is replayed. --redact masks API keys, bearer and basic")
+	fmt.Fprintln(w, "credentials, password=/token= values and passwords in URLs in every string.")
+	fmt.Fprintln(w, "-o never overwrites a file; without it (or with -o -) the export goes to stdout.")
+	fmt.Fprintln(w)
+	fs.PrintDefaults()
+}
+
+func runExport(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	session := fs.String("session", "", "session id, exactly")
+	format := fs.String("format", "json", "json, md or html")
+	redact := fs.Bool("redact", false, "mask secrets in every string")
+	out := fs.String("o", "", "write to FILE (created, never overwritten) instead of stdout")
+	profile := fs.String("profile", "", "Hermes profile whose store to read (default \"default\")")
+	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
+	db := fs.String("db", "", "path of the store (state.db) to read")
+	capture := fs.String("capture", "", "read from this capture directory instead of a store")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		exportUsage(e.stdout, fs)
+		return exitOK
+	}
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case len(pos) != 0:
+		msg = fmt.Sprintf("unexpected arguments %q", pos)
+	case *session == "":
+		msg = "--session is required"
+	case *format != "json" && *format != "md" && *format != "html":
+		msg = fmt.Sprintf("--format %q: want json, md or html", *format)
+	case *capture != "" && (*db != "" || *profile != "" || *home != ""):
+		msg = "--capture reads a capture; do not combine it with --db/--profile/--home"
+	case *db != "" && (*profile != "" || *home != ""):
+		msg = "--db names the store; do not combine it with --profile/--home"
+	}
+	if msg != "" {
+		fmt.Fprintf(e.stderr, "agentctl export: %s\n\n", msg)
+		exportUsage(e.stderr, fs)
+		return exitUsage
+	}
+	useOFDLocks()
+	var x *recovery.Export
+	if *capture != "" {
+		x, err = recovery.ExportCapture(ctx, expandHome(*capture, e.getenv), "", *session)
+	} else {
+		var path string
+		if path, err = replayStore(e, *db, *profile, *home); err == nil {
+			x, err = recovery.ExportStore(ctx, path, *session)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
+		return exitError
+	}
+	if *redact {
+		x.Redact()
+	}
+	write := map[string]func(io.Writer) error{"json": x.WriteJSON, "md": x.WriteMarkdown, "html": x.WriteHTML}[*format]
+	if *out == "" || *out == "-" {
+		if err := write(e.stdout); err != nil {
+			fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	path := expandHome(*out, e.getenv)
+	if err := writeNewFile(path, write); err != nil {
+		fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stderr, "exported session %s (%d messages) from %s to %s\n", x.SessionID, len(x.Messages), x.Source, path)
+	return exitOK
+}
+
+// writeNewFile creates path (O_EXCL|O_NOFOLLOW, mode 0600: an export may
+// hold a whole conversation) and writes it; a failed write leaves nothing.
+func writeNewFile(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists: pick another name or move it away (export never overwrites)", path)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", filepath.Clean(path), err)
+	}
+	return nil
+}
