@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Fault kinds, in the order the table prints them.
+const (
+	FaultRestoreRename = "restore-rename"
+	FaultRestoreDelete = "restore-delete"
+	FaultUnlink        = "unlink-sidecars"
+	FaultMispaired     = "mispaired"
+	FaultLastCloser    = "last-closer"
+	FaultKillAgent     = "kill-agent"
+	FaultFullDisk      = "full-disk"
+)
+
+// AllFaults lists every fault kind.
+var AllFaults = []string{FaultRestoreRename, FaultRestoreDelete, FaultUnlink, FaultMispaired,
+	FaultLastCloser, FaultKillAgent, FaultFullDisk}
+
+// inject runs one fault and says what it did, for chaos.log.
+func (r *run) inject(ctx context.Context, kind string, p *profile) (string, error) {
+	switch kind {
+	case FaultRestoreRename, FaultRestoreDelete, FaultMispaired:
+		return r.restoreFault(ctx, kind, p, false)
+	case FaultUnlink:
+		return r.unlinkFault(p)
+	case FaultLastCloser:
+		return r.lastCloserFault(ctx, p)
+	case FaultKillAgent:
+		d := r.between(200*time.Millisecond, 4*time.Second)
+		if !r.agent.kill9(d) {
+			return "agentd was already down", nil
+		}
+		return fmt.Sprintf("killed; restart in %v", d.Round(time.Millisecond)), nil
+	case FaultFullDisk:
+		return r.fullDiskFault(ctx, p)
+	}
+	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// backup takes an online backup of p with the sqlite3 CLI, read-only (a
+// read-write CLI is the very last-closer hazard the guard exists for).
+func (r *run) backup(ctx context.Context, p *profile) (string, time.Time, error) {
+	p.mu.Lock()
+	p.nBackup++
+	dst := filepath.Join(r.e.backups, fmt.Sprintf("%s-%04d.db", p.name, p.nBackup))
+	p.mu.Unlock()
+	var last error
+	for range 5 {
+		_ = os.Remove(dst)
+		at := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := exec.CommandContext(cctx, "sqlite3", "-readonly", "-cmd", ".timeout 5000", p.db, ".backup '"+dst+"'").CombinedOutput()
+		cancel()
+		if err == nil {
+			return dst, at, nil
+		}
+		last = fmt.Errorf("sqlite3 -readonly %s .backup: %v: %s", p.db, err, strings.TrimSpace(string(out)))
+		if !sleepCtx(ctx, 300*time.Millisecond) {
+			break
+		}
+	}
+	return "", time.Time{}, last
+}
+
+// restoreFault restores a backup taken seconds earlier by renaming it over
+// state.db: with fresh sidecars renamed over the old ones (restore-rename),
+// with the sidecars deleted (restore-delete) or with them left in place
+// (mispaired). fill, when set, fills the disk right before the rename.
+func (r *run) restoreFault(ctx context.Context, kind string, p *profile, fill bool) (string, error) {
+	bk, bkAt, err := r.backup(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	age := r.between(time.Second, 4*time.Second)
+	sleepCtx(ctx, age)
+	tmp := filepath.Join(p.dir, fmt.Sprintf(".chaos-restore-%s", filepath.Base(bk)))
+	if err := copyFile(bk, tmp); err != nil {
+		return "", fmt.Errorf("stage restore: %w", err)
+	}
+	if kind == FaultRestoreRename {
+		for _, suf := range []string{"-wal", "-shm"} {
+			f, err := os.OpenFile(tmp+suf, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+			if err != nil {
+				return "", fmt.Errorf("stage restore sidecar: %w", err)
+			}
+			f.Close()
+		}
+	}
+	filled := ""
+	if fill {
+		if filled, err = fillDisk(p.dir); err != nil {
+			return "", err
+		}
+	}
+	pids := r.writerPids(p)
+	up := r.agent.isUp()
+	if err := os.Rename(tmp, p.db); err != nil {
+		return "", fmt.Errorf("restore rename: %w", err)
+	}
+	at := time.Now()
+	p.recordRestore(restore{At: at, Backup: bk, BackupAt: bkAt, Kind: kind})
+	switch kind {
+	case FaultRestoreRename:
+		for _, suf := range []string{"-wal", "-shm"} {
+			if err := os.Rename(tmp+suf, p.db+suf); err != nil {
+				return "", fmt.Errorf("restore rename %s: %w", suf, err)
+			}
+		}
+	case FaultRestoreDelete:
+		removeSidecars(p.db)
+	}
+	if up {
+		r.measureFreeze(kind, p, pids, at)
+	}
+	msg := fmt.Sprintf("backup %s (%v old) over %s at %s", filepath.Base(bk), age.Round(time.Millisecond), p.db,
+		at.UTC().Format("15:04:05.000000"))
+	if filled != "" {
+		msg += ", disk full"
+	}
+	return msg, nil
+}
+
+func removeSidecars(db string) {
+	for _, suf := range []string{"-wal", "-shm"} {
+		if err := os.Remove(db + suf); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Reported by the generation the agent sees; nothing to undo.
+			continue
+		}
+	}
+}
+
+// unlinkFault unlinks -wal and -shm under the live writers.
+func (r *run) unlinkFault(p *profile) (string, error) {
+	pids := r.writerPids(p)
+	up := r.agent.isUp()
+	_, err := os.Lstat(p.db + "-wal")
+	removeSidecars(p.db)
+	at := time.Now()
+	if up {
+		r.measureFreeze(FaultUnlink, p, pids, at)
+	}
+	if err != nil {
+		return "no -wal at the path (writer between runs)", nil
+	}
+	return fmt.Sprintf("unlinked sidecars of %s under pids %v", p.db, pids), nil
+}
+
+// lastCloserFault runs plain sqlite3 reads next to the writer whose POSIX
+// locks are cancelled. Unguarded, the CLI is the "last" connection on close,
+// checkpoints and unlinks the live WAL; with the guard it must change
+// nothing: same WAL inode, no incident.
+func (r *run) lastCloserFault(ctx context.Context, p *profile) (string, error) {
+	var slot *writerSlot
+	for _, s := range r.slots {
+		if s.p == p {
+			slot = s
+		}
+	}
+	// The writer cancels its locks every 3 commits: wait for a few.
+	deadline := time.Now().Add(5 * time.Second)
+	for slot.pid() == 0 || slot.acksSince(slot.startedAt()) < 4 {
+		if time.Now().After(deadline) || !sleepCtx(ctx, 50*time.Millisecond) {
+			return "lock-cancelling writer not running; reads skipped", nil
+		}
+	}
+	pid := slot.pid()
+	before, berr := os.Stat(p.db + "-wal")
+	if berr != nil {
+		return "no -wal at the path; reads skipped", nil
+	}
+	t0 := time.Now()
+	reads, orphaned, restarted := 0, false, false
+	for range 3 {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := exec.CommandContext(cctx, "sqlite3", p.db, "select count(*) from messages").Run()
+		cancel()
+		if err == nil {
+			reads++
+		}
+		// Looked at right after each read: once the agent reacts, the
+		// writer is killed and its restart creates a new -wal.
+		after, aerr := os.Stat(p.db + "-wal")
+		if aerr != nil || !os.SameFile(before, after) {
+			orphaned = true
+			break
+		}
+		if slot.pid() != pid {
+			restarted = true
+			break
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	sleepCtx(ctx, r.scale(1500*time.Millisecond))
+	var opened []string
+	if r.agent.isUp() {
+		if incs, err := r.agent.incidents(ctx, true); err == nil {
+			for _, in := range incs {
+				if in.Store == p.db && !in.OpenedAt.Before(t0) {
+					opened = append(opened, in.ID+" "+in.Kind)
+				}
+			}
+		}
+	}
+	if restarted && !orphaned {
+		return fmt.Sprintf("%d reads; writer restarted meanwhile, inconclusive", reads), nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case orphaned && r.cfg.Guard:
+		r.rep.GuardBreaches++
+		r.problem("guard breach: sqlite3 reads orphaned the live WAL of %s (writer pid %d), incidents %v", p.db, pid, opened)
+	case len(opened) > 0 && r.cfg.Guard:
+		r.rep.GuardBreaches++
+		r.problem("guard breach: incidents %v opened for %s during last-closer reads", opened, p.db)
+	case orphaned:
+		r.rep.LastCloserFired++
+	}
+	return fmt.Sprintf("%d reads; live WAL orphaned: %t; incidents %v", reads, orphaned, opened), nil
+}
+
+// fullDiskFault fills the tmpfs profile's filesystem, then orphans its
+// generation (a restore or an unlink, at random) so the agent must capture
+// onto a full disk; the space is freed a few seconds later, as an operator
+// answering the alert would.
+func (r *run) fullDiskFault(ctx context.Context, p *profile) (string, error) {
+	r.pruneCaptures(ctx, p)
+	var msg string
+	var err error
+	t0 := time.Now()
+	if r.coin() {
+		msg, err = r.restoreFault(ctx, FaultRestoreDelete, p, true)
+	} else {
+		if _, err = fillDisk(p.dir); err == nil {
+			msg, err = r.unlinkFault(p)
+			msg += ", disk full"
+		}
+	}
+	defer os.Remove(filepath.Join(p.dir, fillerName))
+	if err != nil {
+		return "", err
+	}
+	deferred := false
+	if r.agent.isUp() {
+		deadline := time.Now().Add(6 * time.Second)
+		for !deferred && time.Now().Before(deadline) && sleepCtx(ctx, 100*time.Millisecond) {
+			incs, err := r.agent.incidents(ctx, false)
+			if err != nil {
+				continue
+			}
+			for _, in := range incs {
+				if in.Store == p.db && !in.OpenedAt.Before(t0.Add(-time.Second)) && (in.State == "needs_action" || in.Detail.Error != "") {
+					deferred = true
+				}
+			}
+		}
+	}
+	if deferred {
+		r.mu.Lock()
+		r.rep.CaptureDeferred++
+		r.mu.Unlock()
+	}
+	sleepCtx(ctx, r.between(time.Second, 3*time.Second))
+	return fmt.Sprintf("%s; capture deferred while full: %t", msg, deferred), nil
+}
+
+const fillerName = ".chaos-filler"
+
+// fillDisk writes a file in dir until the filesystem is full.
+func fillDisk(dir string) (string, error) {
+	path := filepath.Join(dir, fillerName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create filler: %w", err)
+	}
+	defer f.Close()
+	for _, size := range []int{1 << 20, 4096, 512} {
+		buf := make([]byte, size)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					break
+				}
+				return path, fmt.Errorf("fill %s: %w", dir, err)
+			}
+		}
+	}
+	return path, nil
+}
+
+// pruneCaptures deletes the captures of p's finished incidents, as an
+// operator keeps a small disk usable; the tmpfs would fill up with them.
+func (r *run) pruneCaptures(ctx context.Context, p *profile) {
+	if !r.agent.isUp() {
+		return
+	}
+	incs, err := r.agent.incidents(ctx, true)
+	if err != nil {
+		return
+	}
+	for _, in := range incs {
+		if in.Store == p.db && terminalIncident(in.State) && in.Detail.CapturePath != "" &&
+			strings.HasPrefix(in.Detail.CapturePath, p.dir+"/") {
+			_ = os.RemoveAll(in.Detail.CapturePath)
+		}
+	}
+}
+
+// measureFreeze watches pids from outside after a fault at t0 and records
+// the time until each one is stopped (state T), in the background.
+func (r *run) measureFreeze(kind string, p *profile, pids []int, t0 time.Time) {
+	if len(pids) == 0 {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		pending := map[int]bool{}
+		for _, pid := range pids {
+			pending[pid] = true
+		}
+		var worst time.Duration
+		deadline := t0.Add(3 * time.Second)
+		for len(pending) > 0 && time.Now().Before(deadline) {
+			for pid := range pending {
+				st, err := procState(pid)
+				switch {
+				case err != nil || st == 'Z':
+					delete(pending, pid)
+				case stoppedState(st):
+					worst = max(worst, time.Since(t0))
+					delete(pending, pid)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if worst > 0 {
+			r.log.Info("freeze seen from outside", "fault", kind, "profile", p.name, "pids", pids, "latency", worst)
+		}
+		r.mu.Lock()
+		r.rep.MaxFreezeOutside = max(r.rep.MaxFreezeOutside, worst)
+		r.mu.Unlock()
+	}()
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// finish ends the run: let every incident and replay job finish, check
+// that nothing is left stopped or pinned, stop everything, and check every
+// store against the acks.
+func (r *run) finish(ctx context.Context, stopWriters func()) {
+	r.log.Info("cycles done; waiting for incidents and replays", "bound", r.cfg.Settle)
+	upCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	if err := r.agent.waitUp(upCtx); err != nil {
+		r.problem("agentd not running at the end of the cycles: %v", err)
+	}
+	cancel()
+	if left := r.settle(ctx, r.cfg.Settle); left != "" {
+		r.log.Warn("not settled with the writers running", "left", left)
+	}
+	r.checkStopped()
+	stopWriters()
+	if left := r.settle(ctx, time.Minute); left != "" {
+		r.log.Warn("not settled after the writers stopped", "left", left)
+	}
+	r.checkPinned(ctx)
+	r.collect(ctx)
+	r.wg.Wait()
+	r.parseLogs()
+	if err := r.agent.stop(45 * time.Second); err != nil {
+		r.problem("%v", err)
+	}
+	r.mu.Lock()
+	r.rep.AgentRestarts = r.agent.restarts
+	r.rep.AgentCrashes = r.agent.crashes
+	for _, s := range r.slots {
+		s.mu.Lock()
+		for why, n := range s.exits {
+			r.rep.WriterExits[why] += n
+		}
+		s.mu.Unlock()
+	}
+	r.mu.Unlock()
+	r.verifyStores()
+}
+
+// settle waits up to bound until agentd is up with no open incident and
+// no queued or running replay job; it returns what is left, "" when
+// settled.
+func (r *run) settle(ctx context.Context, bound time.Duration) string {
+	deadline := time.Now().Add(bound)
+	left := "agentd not running"
+	for time.Now().Before(deadline) {
+		if r.agent.isUp() {
+			incs, ierr := r.agent.incidents(ctx, false)
+			jobs, jerr := r.agent.jobs(ctx)
+			if ierr == nil && jerr == nil {
+				pending := 0
+				for _, j := range jobs {
+					if pendingJob(j.State) {
+						pending++
+					}
+				}
+				if len(incs) == 0 && pending == 0 {
+					return ""
+				}
+				left = fmt.Sprintf("%d open incidents, %d pending replay jobs", len(incs), pending)
+			}
+		}
+		if !sleepCtx(ctx, 250*time.Millisecond) {
+			return "interrupted"
+		}
+	}
+	return left
+}
+
+// checkStopped looks for writers (and agentd) left in the stopped state
+// once every incident is over.
+func (r *run) checkStopped() {
+	check := func(what string, pid int) {
+		if pid == 0 {
+			return
+		}
+		st, err := procState(pid)
+		if err != nil {
+			if errors.Is(err, errNoProcState) {
+				r.rep.StoppedUnknown = err.Error()
+			}
+			return
+		}
+		if stoppedState(st) {
+			r.rep.Stopped = append(r.rep.Stopped, fmt.Sprintf("%s pid %d state %c", what, pid, st))
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.slots {
+		check("writer "+s.name, s.pid())
+	}
+	check("agentd", r.agent.pid())
+}
+
+// checkPinned waits (bounded) for agentd to hold no fd on a deleted inode
+// under the home: such an fd is a capture, pin or guard left behind.
+func (r *run) checkPinned(ctx context.Context) {
+	pid := r.agent.pid()
+	if pid == 0 {
+		r.problem("pinned check skipped: agentd not running")
+		return
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		fds, err := deletedFds(pid, r.e.home)
+		if err != nil {
+			r.mu.Lock()
+			r.rep.PinnedUnknown = err.Error()
+			r.mu.Unlock()
+			return
+		}
+		if len(fds) == 0 {
+			return
+		}
+		if time.Now().After(deadline) || !sleepCtx(ctx, 250*time.Millisecond) {
+			r.mu.Lock()
+			r.rep.Pinned = fds
+			r.mu.Unlock()
+			return
+		}
+	}
+}
+
+// collect reads every incident and job from the control API.
+func (r *run) collect(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	incs, err := r.agent.incidents(ctx, true)
+	if err != nil {
+		r.problem("incidents not read from the control API: %v", err)
+		r.rep.Unresolved = -1
+		return
+	}
+	jobs, err := r.agent.jobs(ctx)
+	if err != nil {
+		r.problem("replay jobs not read from the control API: %v", err)
+	}
+	r.incidentsAll = incs
+	for _, in := range incs {
+		r.rep.Incidents[in.Kind]++
+		if in.Detail.DivertDir != "" {
+			r.rep.ReplayIntegrated = true
+		}
+		switch {
+		case in.State == "failed":
+			r.rep.IncidentsFailed++
+			r.problem("incident %s (%s, %s) failed: %s", in.ID, in.Kind, in.Profile, in.Detail.Error)
+		case !terminalIncident(in.State):
+			r.rep.Unresolved++
+			r.problem("incident %s (%s, %s) unresolved in state %s: %s", in.ID, in.Kind, in.Profile, in.State, in.Detail.Error)
+		}
+		if !in.ResolvedAt.IsZero() {
+			r.rep.MaxResolution = max(r.rep.MaxResolution, in.ResolvedAt.Sub(in.OpenedAt))
+		}
+	}
+	for _, j := range jobs {
+		r.rep.ReplayIntegrated = true
+		if j.Result != nil {
+			r.rep.Recovered += j.Result.Appended
+		}
+		switch {
+		case j.State == "failed":
+			r.rep.JobsFailed++
+			r.problem("replay job %d of incident %s failed: %s", j.ID, j.IncidentID, j.LastError)
+		case pendingJob(j.State):
+			r.rep.JobsPending++
+		}
+	}
+}
+
+// parseLogs reads agentd's JSON logs for the freeze latencies it measured
+// and for anything that is not a log record (a panic).
+func (r *run) parseLogs() {
+	var freezes []time.Duration
+	defer func() {
+		sort.Slice(freezes, func(i, j int) bool { return freezes[i] < freezes[j] })
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.rep.Freezes = len(freezes)
+		if len(freezes) > 0 {
+			r.rep.FreezeP50 = freezes[len(freezes)/2]
+			r.rep.FreezeP99 = freezes[len(freezes)*99/100]
+			r.rep.MaxFreezeLog = freezes[len(freezes)-1]
+		}
+	}()
+	files, _ := filepath.Glob(filepath.Join(r.e.logs, "agentd-*.log"))
+	sort.Strings(files)
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			var rec struct {
+				Event     string  `json:"event"`
+				LatencyMS float64 `json:"latency_ms"`
+			}
+			if json.Unmarshal(line, &rec) != nil {
+				if strings.HasPrefix(string(line), "panic:") || strings.HasPrefix(string(line), "fatal error:") {
+					r.mu.Lock()
+					r.problem("%s: %s", filepath.Base(f), line)
+					r.mu.Unlock()
+				}
+				continue
+			}
+			if rec.Event == "holder.frozen" {
+				freezes = append(freezes, time.Duration(rec.LatencyMS*float64(time.Millisecond)))
+			}
+		}
+		fh.Close()
+	}
+}
+
+// verifyStores checks every profile's healthy store against its acks.
+func (r *run) verifyStores() {
+	work := filepath.Join(r.e.root, "verify")
+	for _, p := range r.e.profiles {
+		settled := func(t time.Time) bool {
+			if !r.agent.upSince(t, 2*time.Second) {
+				return false
+			}
+			for _, in := range r.incidentsAll {
+				// A failed incident never replays: it excuses nothing.
+				if in.Store == p.db && in.State != "failed" && !in.OpenedAt.After(t.Add(time.Second)) && (in.ResolvedAt.IsZero() || in.ResolvedAt.After(t)) {
+					return false
+				}
+			}
+			return true
+		}
+		var lives []procLife
+		for _, in := range r.incidentsAll {
+			if in.Store != p.db || in.State != "failed" {
+				continue
+			}
+			for _, h := range in.Detail.Holders {
+				for _, s := range r.slots {
+					if l, ok := s.lifeOf(h.PID, in.OpenedAt); ok && s.p == p {
+						lives = append(lives, l)
+					}
+				}
+			}
+		}
+		failed := func(s *writerSlot, seen time.Time) bool {
+			for _, l := range lives {
+				// The watcher sees an ack up to one poll after it is
+				// written, and the exit is seen after the last ack.
+				if _, ok := s.lifeOf(l.pid, l.start); ok && !seen.Before(l.start) && (l.end.IsZero() || !seen.After(l.end.Add(250*time.Millisecond))) {
+					return true
+				}
+			}
+			return false
+		}
+		pr, err := checkProfile(p, r.slots, r.acks, settled, failed, work)
+		r.mu.Lock()
+		if err != nil {
+			r.problem("profile %s not checked: %v", p.name, err)
+			r.rep.CorruptStores++
+		}
+		r.rep.PerProfile = append(r.rep.PerProfile, pr)
+		r.rep.Acked += pr.Acked
+		r.rep.Required += pr.Required
+		r.rep.Lost += pr.Lost
+		r.rep.Duplicated += pr.Duplicated
+		r.rep.RolledBack += pr.RolledBack
+		r.rep.Resurrected += pr.Resurrected
+		r.rep.LostEarlier += pr.LostEarlier
+		r.rep.AckedAfterRolledBack += pr.AckedAfterRolledBack
+		r.rep.Unverifiable += pr.Unverifiable
+		if err == nil && pr.Integrity != "ok" {
+			r.rep.CorruptStores++
+			r.problem("profile %s: %s", p.name, pr.Integrity)
+		}
+		if pr.Lost > 0 {
+			r.problem("profile %s: %d of %d required rows lost (last restore %s), e.g. %s", p.name, pr.Lost, pr.Required,
+				unixString(pr.LastRestore), strings.Join(pr.LostSamples, ", "))
+		}
+		if pr.LostEarlier > 0 {
+			r.problem("profile %s: %d rows acknowledged before a backup began are in no later backup nor the store, e.g. %s",
+				p.name, pr.LostEarlier, strings.Join(pr.LostEarlierSamples, ", "))
+		}
+		if len(pr.Leftovers) > 0 {
+			r.problem("profile %s: left in the profile directory: %s", p.name, strings.Join(pr.Leftovers, ", "))
+		}
+		r.mu.Unlock()
+	}
+}
+
+func unixString(sec float64) string {
+	if sec == 0 {
+		return "none"
+	}
+	return time.Unix(0, int64(sec*1e9)).UTC().Format("15:04:05.000000")
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package main
+
+import "errors"
+
+func mountTmpfs(dir, size string) error {
+	return errors.New("tmpfs mounts for the full-disk fault are Linux-only here")
+}
+
+func unmount(dir string) error { return nil }
+
+func procState(pid int) (byte, error) { return 0, errNoProcState }
+
+func stoppedState(s byte) bool { return s == 'T' }
+
+func deletedFds(pid int, dir string) ([]string, error) { return nil, errNoProcState }
