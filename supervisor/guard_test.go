@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,10 +106,10 @@ func acksGrow(t testing.TB, w *hermestest.Writer, n int) {
 	eventually(t, "the writer to commit more", 10*time.Second, func() bool { return len(w.Acks(t)) >= base+n })
 }
 
-// A restore renames a new main over the store and removes the sidecars;
-// once a writer opens the new generation, the guard is armed on it within
-// the reconcile deadline (fsnotify off: the reconcile alone must do it),
-// and the old generation's locks and fds are gone.
+// A restore removes the old sidecars and renames a new main over the
+// store; once a writer opens the new generation, the guard is armed on it
+// within the reconcile deadline (fsnotify off: the reconcile alone must do
+// it), and the old generation's locks and fds are gone.
 func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, func(o *Options) { o.Guard, o.DisableNotify = true, true })
@@ -122,26 +121,28 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	}
 	// Our own fds keep the old inodes from being reused, so a lock on a
 	// reused inode number cannot pass for an old lock.
-	var keep []uintptr
-	for _, p := range []string{db, db + "-shm"} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		keep = append(keep, f.Fd())
-	}
+	keep := holdInodes(t, db, db+"-shm")
 	if err := w1.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	renameFreshOver(t, db)
+	// Sidecars first: with the main replaced under them they would be
+	// a mispaired generation, the quarantine's business, not this test's.
 	for _, s := range []string{"-wal", "-shm"} {
-		if err := os.Remove(db + s); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(db + s); err != nil {
 			t.Fatal(err)
 		}
 	}
+	renameFreshOver(t, db)
+	newMain := fileID(t, db)
+	eventually(t, "the old generation released", 5*time.Second, func() bool {
+		st := a.guardStatus(db)
+		return st.State == GuardUnavailable && len(ofdLocks(t, oldMain)) == 0
+	})
 	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 5, Linger: true})
-	newMain, newSHM := fileID(t, db), fileID(t, db+"-shm")
+	newSHM := fileID(t, db+"-shm")
+	if fileID(t, db) != newMain {
+		t.Fatal("the main changed again under the test")
+	}
 	deadline := 2*500*time.Millisecond + 2*time.Second // two reconciles, plus slack for -race
 	eventually(t, "the new generation armed", deadline, func() bool { return guarded(t, newMain, newSHM) })
 	if st := a.guardStatus(db); st.State != GuardArmed || st.Reason != "" {
@@ -158,6 +159,22 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	if err := w2.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdInodes opens paths read-only (no lock) until the test ends and
+// returns the fds, for selfFDsOn to skip.
+func holdInodes(t *testing.T, paths ...string) []uintptr {
+	t.Helper()
+	var fds []uintptr
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fds = append(fds, f.Fd())
+	}
+	return fds
 }
 
 // A pause releases the locks, is journaled, and re-arms by itself when it
@@ -341,6 +358,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			waitHolder(t, a, db, w1.Pid)
 			waitGuard(t, a, db, GuardArmed, 10*time.Second)
 			oldMain, oldSHM := fileID(t, db), fileID(t, db+"-shm")
+			keep := holdInodes(t, db, db+"-shm")
 
 			c.replace(t, db)
 			inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
@@ -360,7 +378,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			}
 			for _, id := range old {
 				eventually(t, "nothing left on the old generation", 5*time.Second, func() bool {
-					return len(ofdLocks(t, id)) == 0 && len(selfFDsOn(t, id)) == 0
+					return len(ofdLocks(t, id)) == 0 && len(selfFDsOn(t, id, keep...)) == 0
 				})
 			}
 			if err := w2.Stop(10 * time.Second); err != nil {
