@@ -148,7 +148,9 @@ func (w *worker) check(at time.Time) {
 	}
 	var orphans []holders.Process
 	for _, p := range sr.Orphans() {
-		if !w.owned(p.Ref()) {
+		// An announced restore's own process holds the old files on
+		// purpose; anyone else it orphans is still protected.
+		if !w.owned(p.Ref()) && !w.restorer(p.Ref()) {
 			orphans = append(orphans, p)
 		}
 	}
@@ -163,7 +165,7 @@ func (w *worker) check(at time.Time) {
 	if w.haveGen {
 		if ch := gen.Diff(w.gen); !ch.Same() {
 			w.log.Info("generation changed", "event", EventGenerationChanged, "change", ch.String(),
-				"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID)
+				"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID, "intended", w.intended())
 			if len(orphans) == 0 {
 				w.checkForeignSidecars(ch, gen, sr)
 			}
@@ -250,7 +252,7 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 	pol := w.a.policies(w.st.Path)
 	for i := range known.Holders {
 		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !holdsStale(p, gen) || w.owned(p.Ref()) || w.a.excluded(p) {
+		if _, done := frozen[p.Pid]; done || !holdsStale(p, gen) || w.owned(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if pol.For(guessKind(p, gen)) == PolicyObserve {
