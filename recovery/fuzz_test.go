@@ -268,8 +268,9 @@ func checkDumps(t *testing.T, text string, valid bool, v PyValue, o DumpOptions)
 		}
 	}
 	// A second, independent decoder agrees on the value, with ints kept
-	// as ints and floats as floats.
-	if valid && finite && utf8.ValidString(text) {
+	// as ints and floats as floats. It reads every lone surrogate as
+	// U+FFFD, so distinct surrogate keys would collide there.
+	if valid && finite && utf8.ValidString(text) && !surrogateKey(v) {
 		var a, b any
 		decodeNumbers(t, text, &a)
 		decodeNumbers(t, ScrubSurrogates(out), &b)
@@ -277,6 +278,20 @@ func checkDumps(t *testing.T, text string, valid bool, v PyValue, o DumpOptions)
 			t.Fatalf("%+v: encoding/json sees %v\n in %q\nout %q", o, err, text, out)
 		}
 	}
+}
+
+func surrogateKey(v PyValue) bool {
+	for _, m := range v.Dict {
+		if HasSurrogate(m.Key) || surrogateKey(m.Value) {
+			return true
+		}
+	}
+	for _, e := range v.List {
+		if surrogateKey(e) {
+			return true
+		}
+	}
+	return false
 }
 
 func decodeNumbers(t *testing.T, s string, v *any) {
