@@ -68,19 +68,8 @@ func TestExportVerb(t *testing.T) {
 	}
 }
 
-func TestExportVerbRedactAndCapture(t *testing.T) {
-	capture, _, _ := captureFixture(t, "sidecar_lost", "inc-x")
+func TestExportVerbRedact(t *testing.T) {
 	vars := noDaemon(t)
-	r := ctl(t, vars, "export", "--capture", capture, "--session", "s1", "--format", "md")
-	if r.code != exitOK {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	for seq := 1; seq <= 7; seq++ { // rows 4-7 exist only in the capture's WAL
-		if !strings.Contains(r.stdout, "row "+string(rune('0'+seq))) {
-			t.Fatalf("capture export lacks row %d:\n%s", seq, r.stdout)
-		}
-	}
-
 	f := newRestoreFixture(t, 0)
 	secret := "sk-proj-Ab12Cd34Ef56Gh78Ij90KlMnOp"
 	appendSecret(t, f.db, "use "+secret+" with password=hunter2 please")
