@@ -212,7 +212,10 @@ func TestRestoreDaemonPublish(t *testing.T) {
 	mustContain(t, "stdout", r.stdout, "knows this restore is intended", "publish")
 	eventually(t, "the daemon to see the new generation", 20*time.Second, func() bool {
 		for _, s := range lg.after("event=" + supervisor.EventRestoreEnd) {
-			if strings.Contains(s, "event="+supervisor.EventGenerationChanged) && strings.Contains(s, "main-replaced") {
+			// Classified after the settle, just after the end: still the
+			// restore's change.
+			if strings.Contains(s, "event="+supervisor.EventGenerationChanged) && strings.Contains(s, "main-replaced") &&
+				strings.Contains(s, "intended=true") {
 				return true
 			}
 		}
