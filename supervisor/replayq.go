@@ -48,6 +48,10 @@ func (a *Agent) runJob(job Job) {
 	var rep recovery.ReplayReport
 	var err error
 	run := func() { rep, err = replayJob(a.ctx, job) }
+	if a.restoring(job.Store) {
+		// An announced restore is rewriting the store: wait for it.
+		run = func() { err = fmt.Errorf("store %s is being restored; retried after the restore", job.Store) }
+	}
 	if w := a.worker(job.Store); w != nil {
 		if derr := w.do(a.ctx, run); derr != nil {
 			err = derr
