@@ -20,9 +20,13 @@
 //	unlink-sidecars     -wal and -shm unlinked under the live writers
 //	mispaired           a backup renamed over state.db only; the old sidecars stay
 //	last-closer         plain `sqlite3 db "select count(*) from messages"` reads next to the lock-cancelling writer
-//	kill-agent          kill -9 of agentd, restarted after a random delay (the next faults may land while it is down)
+//	kill-agent          kill -9 of agentd, restarted after a random delay (the next faults may land while it is
+//	                    down, and on the incidents still in flight)
 //	full-disk           the last profile lives on a small tmpfs (root only); it is filled, then a restore or
-//	                    unlink makes the agent capture onto the full disk; the space is freed seconds later
+//	                    unlink makes the agent capture onto the full disk; the space is freed seconds later.
+//	                    Never while agentd is down: the writer would fail on the full disk and exit, and its
+//	                    close would checkpoint an orphan into the shared main with no agent to stop it, which
+//	                    measures the absence of the agent (this corrupted a store in an early run).
 //
 // Backups are taken with `sqlite3 -readonly db .backup`; the time of every
 // restore is recorded per profile, because rows acknowledged before it may

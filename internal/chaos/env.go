@@ -38,6 +38,7 @@ type profile struct {
 	name, dir, db string
 	canceller     bool // its only writer cancels its own POSIX locks
 	onTmpfs       bool
+	corrupt       bool // a backup found the store malformed (cycles goroutine only)
 
 	mu       sync.Mutex
 	nBackup  int

@@ -89,6 +89,11 @@ type run struct {
 // or checked; a run that found data loss returns a Report with Failed().
 func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg.defaults()
+	for _, k := range cfg.Faults {
+		if !slices.Contains(AllFaults, k) {
+			return nil, fmt.Errorf("unknown fault %q (want some of %s)", k, strings.Join(AllFaults, ", "))
+		}
+	}
 	if _, err := exec.LookPath("sqlite3"); err != nil {
 		return nil, fmt.Errorf("sqlite3 CLI not found: %w (hint: apt-get install sqlite3; backups and the last-closer fault use it)", err)
 	}
@@ -131,14 +136,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				r.rep.Skipped[k] = "not selected (-faults)"
 			}
 		}
-		for _, k := range cfg.Faults {
-			if !slices.Contains(AllFaults, k) {
-				return nil, fmt.Errorf("unknown fault %q (want some of %s)", k, strings.Join(AllFaults, ", "))
-			}
-		}
 	}
 	if cfg.Profiles < 2 {
 		r.rep.Skipped[FaultLastCloser] = "needs -profiles 2 or more (a profile whose only writer cancels its POSIX locks)"
+	}
+	if len(r.rep.Skipped) == len(AllFaults) {
+		return nil, fmt.Errorf("no fault can run here: %v", r.rep.Skipped)
 	}
 	if err := e.writeConfig(cfg.Guard, cfg.Reconcile); err != nil {
 		return nil, err
@@ -250,6 +253,12 @@ func (r *run) cycles(ctx context.Context) {
 		}
 		if err != nil {
 			r.log.Warn("fault failed", "cycle", c, "fault", kind, "profile", name, "err", err)
+			if p != nil && strings.Contains(err.Error(), "malformed") && !p.corrupt {
+				p.corrupt = true
+				r.mu.Lock()
+				r.problem("profile %s: its store is malformed since cycle %d at the latest (%v); see chaos.log for the faults before", name, c, err)
+				r.mu.Unlock()
+			}
 		} else {
 			r.log.Info("fault", "cycle", c, "fault", kind, "profile", name, "took", time.Since(t0).Round(time.Millisecond), "what", msg)
 		}
@@ -262,7 +271,11 @@ func (r *run) cycles(ctx context.Context) {
 // (kill-agent while agentd is down, a guarded last-closer with no agent to
 // guard) give way to another pick.
 func (r *run) pick() (string, *profile) {
-	for {
+	for tries := 0; ; tries++ {
+		if tries > 0 && tries%len(AllFaults) == 0 {
+			// Only faults that wait for agentd are left: let it start.
+			time.Sleep(50 * time.Millisecond)
+		}
 		kind := AllFaults[r.intn(len(AllFaults))]
 		if _, skip := r.rep.Skipped[kind]; skip {
 			continue
@@ -279,6 +292,13 @@ func (r *run) pick() (string, *profile) {
 			}
 			return kind, r.e.profiles[1]
 		case FaultFullDisk:
+			// With agentd down nothing can act: the writer fails on
+			// the full disk, exits, and its close checkpoints whatever
+			// generation it holds. That measures the absence of the
+			// agent, not the agent.
+			if !r.agent.isUp() {
+				continue
+			}
 			return kind, r.e.tmpfs
 		}
 		return kind, r.e.profiles[r.intn(len(r.e.profiles))]
