@@ -23,6 +23,9 @@ func (r *run) finish(ctx context.Context, stopWriters func()) {
 		r.problem("agentd not running at the end of the cycles: %v", err)
 	}
 	cancel()
+	// An orphan the watcher missed is found by the next reconcile at the
+	// latest: give agentd two before deciding there is nothing left.
+	sleepCtx(ctx, 2*r.cfg.Reconcile)
 	if left := r.settle(ctx, r.cfg.Settle); left != "" {
 		r.log.Warn("not settled with the writers running", "left", left)
 	}
