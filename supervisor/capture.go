@@ -224,22 +224,50 @@ func sameStamps(a, b []fileStamp) bool {
 // any is released. With kill the orphan cannot change after this, so it is
 // the final capture; with terminate or resume a holder may still commit
 // before it exits, and capture() writes a second one if it did.
-func (w *worker) preCapture(li *liveIncident) {
+//
+// It reports false when the capture could not be written and the holders
+// should stay frozen; true when it was written, or cannot be taken before
+// release at all (a holder that is not stopped).
+func (w *worker) preCapture(li *liveIncident) bool {
 	ctx, cancel := context.WithTimeout(w.a.ctx, 2*time.Second)
 	for _, h := range li.holders {
 		if err := holders.WaitStopped(ctx, h.ref); err != nil && !errors.Is(err, holders.ErrProcessGone) {
 			cancel()
 			w.log.Warn("holder not stopped; no capture before release", "incident", li.id, "pid", h.ref.Pid, "err", err)
-			return
+			return true
 		}
 	}
 	cancel()
+	if li.kind == KindSidecarLost && li.snapshot == "" {
+		// The orphan WAL was built on the main as it was at detection;
+		// a capture of today's main with it can be malformed.
+		w.snapshotMain(li)
+		if li.snapshot == "" {
+			w.needsAction(li, "no snapshot of the main before release (disk full?); the holders stay frozen and it is retried")
+			return false
+		}
+	}
 	c, ok := w.writeCapture(li, "pre-release")
 	if !ok {
-		return
+		w.needsAction(li, "capture failed before release (disk full or over capture.max_bytes); the holders stay frozen and it is retried")
+		return false
 	}
 	li.capDir, li.capStamp = c.Dir, stampPins(li)
 	li.staging = "" // consumed: the quarantined sidecars are in c.Dir now
+	return true
+}
+
+// needsAction moves the incident to needs_action with the reason an
+// operator reads in `agentctl incident show`.
+func (w *worker) needsAction(li *liveIncident, msg string) {
+	if li.state == StateNeedsAction {
+		return
+	}
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepNeedsAction, Detail: map[string]any{"error": msg}},
+		func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = msg; return nil }); err != nil {
+		w.log.Error("journal step failed", "incident", li.id, "err", err)
+	}
+	w.setState(li, StateNeedsAction)
 }
 
 // writeCapture writes one capture of the pinned orphan and journals it.
@@ -298,15 +326,8 @@ func (w *worker) capture(li *liveIncident) {
 	}
 	c, ok := w.writeCapture(li, "final")
 	if !ok {
-		li.retryAt = time.Now().Add(30 * time.Second)
-		if li.state != StateNeedsAction {
-			msg := "capture failed; the orphan stays pinned and the capture is retried (free space or raise capture.max_bytes)"
-			if _, jerr := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureFailed, Detail: map[string]any{"error": msg}},
-				func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = msg; return nil }); jerr != nil {
-				w.log.Error("journal step failed", "incident", li.id, "err", jerr)
-			}
-			w.setState(li, StateNeedsAction)
-		}
+		li.retryAt = time.Now().Add(captureRetry)
+		w.needsAction(li, "capture failed; the orphan stays pinned and the capture is retried (free space or raise capture.max_bytes)")
 		return
 	}
 	if li.capDir != "" {

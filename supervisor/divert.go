@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -16,7 +19,29 @@ import (
 // its client was told was saved. The price is that rows written in the
 // last second before a restore come back: a restore rolls back hours, and
 // a message acknowledged while the restore ran is one to keep.
-const replaceMargin = time.Second
+const replaceMargin = 200 * time.Millisecond
+
+// maxDivertFails bounds the retries of a divert that keeps failing (a
+// malformed capture): the incident then fails with the capture kept, and
+// the store's other replay jobs are no longer held back by it.
+const maxDivertFails = 5
+
+// replacedAt is when the main at path was replaced: the new main's ctime
+// (rename(2) sets it), when that is earlier than the moment the agent saw
+// the change — a restore done while the agent was down is seen late.
+func replacedAt(path string, kind Kind, seen time.Time) time.Time {
+	if kind == KindSidecarLost {
+		return seen
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return seen
+	}
+	if c := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)); c.Before(seen) {
+		return c
+	}
+	return seen
+}
 
 // afterCapture runs DESIGN.md steps 7-9 for a Hermes store: divert the
 // rows that exist only in the capture, queue one replay job per session,
@@ -45,6 +70,13 @@ func (w *worker) divert(li *liveIncident) {
 		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(w.st.Path), Logger: w.a.opts.Logger,
 	})
 	if err != nil {
+		li.divertFails++
+		if li.divertFails >= maxDivertFails {
+			w.log.Error("divert failed; giving up", "event", EventDivertFailed, "incident", li.id, "capture", li.capDir, "err", err)
+			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": fmt.Sprintf(
+				"divert failed %d times: %v; the capture is kept at %s (agentctl export --capture, agentctl replay --capture)", li.divertFails, err, li.capDir)}})
+			return
+		}
 		li.retryAt = time.Now().Add(30 * time.Second)
 		w.log.Error("divert failed; retried in 30s", "event", EventDivertFailed, "incident", li.id, "capture", li.capDir, "err", err)
 		w.note(li, "divert: "+err.Error())

@@ -33,6 +33,12 @@ type liveIncident struct {
 	// dies with our pins, but this capture survives.
 	capDir   string
 	capStamp []fileStamp
+	// releaseAfter is the policy to apply once the capture taken while
+	// the holders are stopped succeeds ("" when not waiting for it).
+	releaseAfter Policy
+	// divertFails counts failed diverts; the incident gives up after a
+	// few so that its store's other replays are not blocked forever.
+	divertFails int
 	// jsonlMarks is how far each Hermes session JSONL had been written
 	// when the incident opened (see hermesdivert.go).
 	jsonlMarks map[string]int64
@@ -56,7 +62,7 @@ type pin struct {
 // and releases per policy. frozen maps the pids already stopped to when.
 func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation) {
 	ctx := w.a.ctx
-	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now(), replacedAt: at}
+	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now(), replacedAt: replacedAt(w.st.Path, kind, at)}
 	var recs []HolderRecord
 	for _, p := range orphans {
 		li.holders = append(li.holders, liveHolder{ref: p.Ref(), exe: p.Exe, files: p.Files})
@@ -113,13 +119,24 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 	}
 	w.pinAll(li)
 	w.prepare(li)
-	if len(frozen) > 0 && policy != PolicyHold {
-		w.preCapture(li)
+	if len(frozen) > 0 && policy != PolicyHold && !w.preCapture(li) {
+		// No capture yet (disk full, no main snapshot): releasing now
+		// would leave the orphan alive only through our pins, and an
+		// agent crash would lose it. A stopped holder keeps its inodes
+		// alive whatever happens to the agent, so it stays stopped until
+		// a capture exists; advance retries.
+		li.releaseAfter = policy
+		li.retryAt = time.Now().Add(captureRetry)
+		return
 	}
 	if policy != PolicyHold {
 		w.release(li, policy)
 	}
 }
+
+// captureRetry is how soon a capture that failed (disk full, over budget)
+// is tried again while its holders stay frozen.
+const captureRetry = 5 * time.Second
 
 func holderPids(hs []liveHolder) []int {
 	out := make([]int, 0, len(hs))
@@ -242,6 +259,19 @@ func (w *worker) advanceAll() {
 }
 
 func (w *worker) advance(li *liveIncident) {
+	if li.releaseAfter != "" {
+		if time.Now().Before(li.retryAt) {
+			return
+		}
+		if !w.preCapture(li) {
+			li.retryAt = time.Now().Add(captureRetry)
+			return
+		}
+		p := li.releaseAfter
+		li.releaseAfter, li.retryAt = "", time.Time{}
+		w.release(li, p)
+		return
+	}
 	switch li.state {
 	case StateReleased, StatePinned, StateFrozen, StateOpen, StateNeedsAction:
 		if li.state != StateReleased && li.state != StateNeedsAction && li.policy != PolicyObserve && li.policy != PolicyResume {

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
@@ -21,6 +23,13 @@ func (w *worker) resumeInc(inc Incident) {
 func (w *worker) resume(inc Incident) {
 	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt,
 		capDir: inc.Detail.CapturePath, replacedAt: inc.Detail.ReplacedAt}
+	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
+		// A mispaired store's sidecars were moved into a staging capture
+		// that was never finished: the capture adopts them from there.
+		if d := filepath.Dir(inc.Detail.Quarantined[0]); strings.HasSuffix(d, ".partial") && fileExists(d) {
+			li.staging = d
+		}
+	}
 	if li.policy == "" {
 		li.policy = w.a.policies(w.st.Path).For(inc.Kind)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -87,6 +88,12 @@ func (w *worker) busy() bool {
 
 func (w *worker) run() {
 	defer close(w.done)
+	// A capture staged by an agent that died mid-capture is finished by
+	// the incident's resume or is garbage; CleanPartials keeps any that
+	// still holds quarantined originals.
+	if removed, err := recovery.CleanPartials(w.st.Path); err == nil && len(removed) > 0 {
+		w.log.Info("stale partial captures removed", "dirs", removed)
+	}
 	// Pins are the only thing keeping an orphan alive; they close with
 	// the worker, after the journal knows where each incident stands.
 	defer w.closeAllPins()
@@ -140,7 +147,19 @@ func (w *worker) check(at time.Time) {
 	for pid := range frozen {
 		pids = append(pids, pid)
 	}
-	sr, err := w.a.cache.Targeted(w.target, pids...)
+	var sr *holders.StoreResult
+	if w.haveGen && !gen.Diff(w.gen).Same() {
+		// The targeted scan re-inspects only the holders the cache knows:
+		// a process that opened the store since the last full scan would
+		// be missed until the next reconcile. A real change is rare and
+		// worth one full scan (the known holders are already frozen).
+		if res := w.a.fullScan(); res != nil {
+			sr = res.Store(w.st.Path)
+		}
+	}
+	if sr == nil {
+		sr, err = w.a.cache.Targeted(w.target, pids...)
+	}
 	if err != nil {
 		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
 		w.thawAll(frozen)
