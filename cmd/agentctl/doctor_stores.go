@@ -2,19 +2,13 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
-
-	"modernc.org/sqlite"
 
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
@@ -119,145 +113,48 @@ type journalFacts struct {
 // Jobs retried more often than this count as failing even while queued.
 const maxHealthyAttempts = 3
 
-// readJournal opens <stateDir>/journal.db read-only. supervisor.OpenJournal
-// would create and migrate it, which a diagnostic must never do, so this
-// reads the tables of its schema (supervisor/migrations) directly.
+// readJournal reads <stateDir>/journal.db through the journal's read-only
+// open, which never creates, migrates or writes it (a diagnostic must not).
 func readJournal(ctx context.Context, stateDir string, now time.Time) journalFacts {
 	jf := journalFacts{path: filepath.Join(stateDir, supervisor.JournalFile), handled: map[string]bool{}}
 	if stateDir == "" {
 		jf.missing = true
 		return jf
 	}
-	if _, err := os.Lstat(jf.path); errors.Is(err, fs.ErrNotExist) {
+	j, err := supervisor.OpenJournalReadOnly(ctx, jf.path)
+	if errors.Is(err, supervisor.ErrNoJournal) {
 		jf.missing = true
 		return jf
 	}
-	db, err := openReadOnly(jf.path)
 	if err != nil {
 		jf.err = err
 		return jf
 	}
-	defer db.Close()
-	tables := map[string]bool{}
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	defer j.Close()
+	jobs, err := j.ListJobs(ctx, supervisor.JobFilter{})
 	if err != nil {
-		jf.err = fmt.Errorf("read journal %s: %w", jf.path, err)
-		return jf
+		jf.err = errors.Join(jf.err, fmt.Errorf("read replay jobs from %s: %w", jf.path, err))
 	}
-	for rows.Next() {
-		var n string
-		if rows.Scan(&n) == nil {
-			tables[n] = true
+	for _, job := range jobs {
+		if job.State == supervisor.JobFailed || (job.State != supervisor.JobDone && job.Attempts > maxHealthyAttempts) {
+			jf.failing = append(jf.failing, job)
 		}
 	}
-	rows.Close()
-	if tables["replay_jobs"] {
-		jf.err = errors.Join(jf.err, queryFailingJobs(ctx, db, &jf))
+	incs, err := j.ListIncidents(ctx, supervisor.ListOptions{})
+	if err != nil {
+		jf.err = errors.Join(jf.err, fmt.Errorf("read incidents from %s: %w", jf.path, err))
 	}
-	if tables["incidents"] {
-		jf.err = errors.Join(jf.err, queryHandledCaptures(ctx, db, &jf))
+	for _, inc := range incs {
+		if inc.State == supervisor.StateResolved && inc.Detail.CapturePath != "" {
+			jf.handled[filepath.Clean(inc.Detail.CapturePath)] = true
+		}
 	}
-	if tables["guard_pauses"] {
-		jf.err = errors.Join(jf.err, queryPauses(ctx, db, &jf, now))
+	pauses, err := j.ActivePauses(ctx, now)
+	if err != nil {
+		jf.err = errors.Join(jf.err, fmt.Errorf("read guard pauses from %s: %w", jf.path, err))
 	}
+	jf.pauses = pauses
 	return jf
-}
-
-func queryFailingJobs(ctx context.Context, db *sql.DB, jf *journalFacts) error {
-	rows, err := db.QueryContext(ctx, `SELECT id, coalesce(incident_id, ''), store, jsonl_path, state, attempts, last_error
-		FROM replay_jobs WHERE state = 'failed' OR (state <> 'done' AND attempts > ?) ORDER BY id`, maxHealthyAttempts)
-	if err != nil {
-		return fmt.Errorf("read replay jobs from %s: %w", jf.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var j supervisor.Job
-		var state string
-		if err := rows.Scan(&j.ID, &j.IncidentID, &j.Store, &j.Path, &state, &j.Attempts, &j.LastError); err != nil {
-			return fmt.Errorf("read replay jobs from %s: %w", jf.path, err)
-		}
-		j.State = supervisor.JobState(state)
-		jf.failing = append(jf.failing, j)
-	}
-	return rows.Err()
-}
-
-func queryHandledCaptures(ctx context.Context, db *sql.DB, jf *journalFacts) error {
-	rows, err := db.QueryContext(ctx, `SELECT json_extract(detail, '$.capture_path') FROM incidents
-		WHERE state = 'resolved' AND json_extract(detail, '$.capture_path') IS NOT NULL`)
-	if err != nil {
-		return fmt.Errorf("read incidents from %s: %w", jf.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return fmt.Errorf("read incidents from %s: %w", jf.path, err)
-		}
-		jf.handled[filepath.Clean(p)] = true
-	}
-	return rows.Err()
-}
-
-func queryPauses(ctx context.Context, db *sql.DB, jf *journalFacts, now time.Time) error {
-	rows, err := db.QueryContext(ctx, `SELECT store, until, reason FROM guard_pauses
-		WHERE ended_at IS NULL AND until > ? ORDER BY until`, now.UnixNano())
-	if err != nil {
-		return fmt.Errorf("read guard pauses from %s: %w", jf.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p supervisor.GuardPause
-		var until int64
-		if err := rows.Scan(&p.Store, &until, &p.Reason); err != nil {
-			return fmt.Errorf("read guard pauses from %s: %w", jf.path, err)
-		}
-		p.Until = time.Unix(0, until)
-		jf.pauses = append(jf.pauses, p)
-	}
-	return rows.Err()
-}
-
-// openReadOnly opens a database that a live agentd may be writing:
-// mode=ro and query_only, and PERSIST_WAL like every connection stateguard
-// makes, so even a closing read-only connection can never remove the
-// writer's -wal or -shm.
-func openReadOnly(path string) (*sql.DB, error) {
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Set("_busy_timeout", "5000")
-	q.Add("_pragma", "query_only(1)")
-	c, err := sqlite.NewConnector("file:" + esc + "?" + q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	}
-	db := sql.OpenDB(persistWAL{c})
-	db.SetMaxOpenConns(1)
-	if err := db.Ping(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open journal %s read-only: %w", path, err)
-	}
-	return db, nil
-}
-
-type persistWAL struct{ driver.Connector }
-
-func (c persistWAL) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fc, ok := conn.(sqlite.FileControl)
-	if !ok {
-		conn.Close()
-		return nil, errors.New("sqlite connection has no file control: cannot set PERSIST_WAL")
-	}
-	if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("set PERSIST_WAL: %w", err)
-	}
-	return conn, nil
 }
 
 const capturePrefix = ".retired-wal-"
