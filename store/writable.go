@@ -103,23 +103,7 @@ func (w *Writable) init(ctx context.Context) error {
 	}
 	w.conn = conn
 	// PERSIST_WAL first, before any statement can open the WAL.
-	err = conn.Raw(func(dc any) error {
-		fc, ok := dc.(sqlite.FileControl)
-		if !ok {
-			return errors.New("driver connection has no file control")
-		}
-		if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
-			return err
-		}
-		mode, err := fc.FileControlPersistWAL("main", -1)
-		if err != nil {
-			return err
-		}
-		if mode != 1 {
-			return fmt.Errorf("PERSIST_WAL reads back %d", mode)
-		}
-		return nil
-	})
+	err = conn.Raw(SetPersistWAL)
 	if err != nil {
 		return fmt.Errorf("set PERSIST_WAL on %s: %w (refusing to write without it)", w.path, err)
 	}
@@ -262,4 +246,25 @@ func IsBusy(err error) bool {
 		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
 	}
 	return false
+}
+
+// SetPersistWAL sets and reads back PERSIST_WAL on a modernc driver
+// connection (for sql.Conn.Raw), so closing it never unlinks -wal/-shm:
+// every writable connection stateguard makes on a store goes through it.
+func SetPersistWAL(dc any) error {
+	fc, ok := dc.(sqlite.FileControl)
+	if !ok {
+		return errors.New("driver connection has no file control")
+	}
+	if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
+		return err
+	}
+	mode, err := fc.FileControlPersistWAL("main", -1)
+	if err != nil {
+		return err
+	}
+	if mode != 1 {
+		return fmt.Errorf("PERSIST_WAL reads back %d", mode)
+	}
+	return nil
 }
