@@ -34,7 +34,8 @@ func (r Role) Suffix() string {
 // st_dev on the running OS (unix.Mkdev on Linux), so identities from stat,
 // /proc/<pid>/maps and libproc compare equal.
 type FileID struct {
-	Dev, Ino uint64
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
 }
 
 func (id FileID) String() string { return fmt.Sprintf("%d:%d", id.Dev, id.Ino) }

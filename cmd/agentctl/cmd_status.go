@@ -35,7 +35,7 @@ package main
 //	        "path": "/home/u/.hermes/state.db",        // as the holder sees it
 //	        "fd": 5,                                   // -1 when only mmapped
 //	        "mapped": false,
-//	        "id": {"Dev": 64768, "Ino": 131},
+//	        "id": {"dev": 64768, "ino": 131},
 //	        "nlink": 1,
 //	        "current": true                            // false: an orphan inode
 //	      }]
