@@ -173,6 +173,10 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	go a.eventLoop()
 	go a.reconcileLoop()
 	go a.replayLoop()
+	if len(a.workers) == 0 {
+		a.log.Warn("no session store found yet; discovery runs again at every reconcile",
+			"hint", "set HERMES_HOME, or list homes / [[store]] entries in the config")
+	}
 	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
 		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
 	return a, nil
