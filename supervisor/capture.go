@@ -239,12 +239,22 @@ func (w *worker) preCapture(li *liveIncident) bool {
 	}
 	cancel()
 	if li.kind == KindSidecarLost && li.snapshot == "" {
-		// The orphan WAL was built on the main as it was at detection;
-		// a capture of today's main with it can be malformed.
-		w.snapshotMain(li)
-		if li.snapshot == "" {
-			w.needsAction(li, "no snapshot of the main before release (disk full?); the holders stay frozen and it is retried")
-			return false
+		if w.mainOrphaned(li) {
+			// The shared main was itself replaced since: only the frozen
+			// holders and our pin hold it, so it cannot change any more
+			// and is captured as it is (a snapshot of the path would be
+			// another store). If new-generation checkpoints landed in it
+			// before that, the divert finds out and says so.
+			w.log.Warn("sidecar_lost main replaced before its snapshot; capturing the pinned main", "incident", li.id)
+		} else {
+			// The orphan WAL was built on the main as it was at
+			// detection; a capture of today's main with it can be
+			// malformed.
+			w.snapshotMain(li)
+			if li.snapshot == "" {
+				w.needsAction(li, "no snapshot of the main before release (disk full?); the holders stay frozen and it is retried")
+				return false
+			}
 		}
 	}
 	c, ok := w.writeCapture(li, "pre-release")
@@ -255,6 +265,20 @@ func (w *worker) preCapture(li *liveIncident) bool {
 	li.capDir, li.capStamp = c.Dir, stampPins(li)
 	li.staging = "" // consumed: the quarantined sidecars are in c.Dir now
 	return true
+}
+
+// mainOrphaned reports whether the main the incident pinned is no longer
+// the file at the store's path.
+func (w *worker) mainOrphaned(li *liveIncident) bool {
+	p := w.pinOf(li, holders.RoleMain)
+	if p == nil {
+		return false
+	}
+	g, err := store.ReadGeneration(w.st.Path)
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
+		return !g.Main.Exists
+	}
+	return !g.Main.Exists || g.Main.ID.Dev != p.id.Dev || g.Main.ID.Ino != p.id.Ino
 }
 
 // needsAction moves the incident to needs_action with the reason an
