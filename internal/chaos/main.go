@@ -22,6 +22,7 @@ func main() {
 	flag.Float64Var(&cfg.Rate, "rate", 10, "messages per second per writer")
 	flag.DurationVar(&cfg.Reconcile, "reconcile", time.Second, "agentd's reconcile interval")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "bound on the final wait for incidents and replays")
+	flag.Float64Var(&cfg.Pace, "pace", 1, "scale of every random delay (backup age, gaps between cycles, restart delays); 0.4 runs ~2.5x more cycles an hour")
 	quiet := flag.Bool("q", false, "print only the table, not the fault log")
 	faults := flag.String("faults", "", "comma-separated fault kinds to pick from (default all: "+strings.Join(AllFaults, ",")+")")
 	flag.Parse()
