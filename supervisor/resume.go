@@ -84,8 +84,18 @@ func (w *worker) resume(inc Incident) {
 			w.snapshotMain(li)
 		}
 	}
+	preRelease := li.state.rank() >= 0 && li.state.rank() < StateReleased.rank()
+	if li.state == StateNeedsAction && inc.PrevState.rank() >= 0 && inc.PrevState.rank() < StateReleased.rank() {
+		// The capture before release was still failing when the agent
+		// stopped: the holders are still frozen; keep them so until it
+		// succeeds (advance retries it), then release.
+		if li.policy != PolicyHold {
+			li.releaseAfter, li.retryAt = li.policy, time.Now()
+		}
+		return
+	}
 	switch {
-	case li.state.rank() >= 0 && li.state.rank() < StateReleased.rank():
+	case preRelease:
 		if li.kind == KindMispaired && inc.Detail.Quarantined == nil {
 			w.quarantine(li)
 		}
