@@ -94,7 +94,7 @@ func (w *worker) guardSync(gen store.Generation) {
 func (w *worker) guardTick(now time.Time) {
 	gd := &w.guard
 	if (gd.pause != nil && !gd.pause.Active(now)) || gd.retry {
-		w.guardSync(w.readGeneration(w.gen))
+		w.guardSync(w.readGeneration())
 	}
 }
 
@@ -335,7 +335,7 @@ func (a *Agent) ResumeGuard(ctx context.Context, key string) (resumed bool, _ *G
 			w.guard.pause = nil
 			w.log.Info("guard pause ended by the operator")
 		}
-		w.guardSync(w.readGeneration(w.gen))
+		w.guardSync(w.readGeneration())
 	})
 	if err != nil {
 		return resumed, nil, fmt.Errorf("resume guard of %s: %w", key, err)

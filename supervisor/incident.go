@@ -377,11 +377,10 @@ func (w *worker) finish(li *liveIncident, to State, step Step) {
 	w.mu.Lock()
 	delete(w.live, li.id)
 	w.mu.Unlock()
-	level := "incident resolved"
 	if to == StateFailed {
 		w.log.Error("incident failed", "event", EventIncidentResolved, "incident", li.id, "state", string(to), "reason", step.Detail["error"])
 		return
 	}
-	w.log.Info(level, "event", EventIncidentResolved, "incident", li.id, "state", string(to),
+	w.log.Info("incident resolved", "event", EventIncidentResolved, "incident", li.id, "state", string(to),
 		"took_ms", time.Since(li.openedAt).Milliseconds())
 }

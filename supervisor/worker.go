@@ -130,10 +130,7 @@ func (w *worker) run() {
 // first (from the holder cache, before anything else is read), and an
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
-	gen, err := store.ReadGeneration(w.st.Path)
-	if err != nil && !errors.Is(err, store.ErrFileChanged) {
-		w.log.Debug("read generation", "err", err)
-	}
+	gen := w.readGeneration()
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
 	if len(frozen) > 0 || (w.haveGen && !gen.Diff(w.gen).Same()) {
@@ -158,12 +155,12 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	if sr == nil {
-		sr, err = w.a.cache.Targeted(w.target, pids...)
-	}
-	if err != nil {
-		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
-		w.thawAll(frozen)
-		return
+		var err error
+		if sr, err = w.a.cache.Targeted(w.target, pids...); err != nil {
+			w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
+			w.thawAll(frozen)
+			return
+		}
 	}
 	var orphans []holders.Process
 	for _, p := range sr.Orphans() {
@@ -237,7 +234,7 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		select {
 		case <-w.kickC:
 			quiet.Stop()
-			gen = w.readGeneration(gen)
+			gen = w.readGeneration()
 			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
@@ -246,15 +243,16 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.stop:
 			quiet.Stop()
 		}
-		return w.readGeneration(gen)
+		return w.readGeneration()
 	}
 }
 
-// readGeneration re-reads the store's generation, keeping prev when the
-// read fails outright.
-func (w *worker) readGeneration(prev store.Generation) store.Generation {
+// readGeneration reads what is at the store's paths now. A failed read
+// (a file missing, or changing under the read) still returns what lstat
+// saw, which is what detection compares.
+func (w *worker) readGeneration() store.Generation {
 	g, err := store.ReadGeneration(w.st.Path)
-	if err != nil && !errors.Is(err, store.ErrFileChanged) && !g.Main.Exists && prev.Main.Exists {
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
 		w.log.Debug("read generation", "err", err)
 	}
 	return g
@@ -353,10 +351,8 @@ func (w *worker) owned(ref holders.ProcRef) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, li := range w.live {
-		for _, h := range li.holders {
-			if h.ref == ref {
-				return true
-			}
+		if w.ownedBy(li, ref) {
+			return true
 		}
 	}
 	return false
