@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// vectorsPath is the shared ground truth, computed with Python's json
-// module (see its README).
-const vectorsPath = "../../shared/testdata/recovery-id/vectors.json"
+// vectorsPath is the ground truth computed once with Python's json module
+// (see the README beside it).
+const vectorsPath = "testdata/recovery-id/vectors.json"
 
 type idVectors struct {
 	Path     string   `json:"path"`
