@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
@@ -433,13 +433,13 @@ func readSysctlInt(path string) (int, error) {
 	return n, nil
 }
 
-// minSQLite is the first release with the WAL-reset fix DESIGN.md relies
-// on.
+// minSQLite is the first release with the WAL-reset fix the agent relies
+// on (docs/design.md, safety rules).
 const minSQLite = "3.51.3"
 
 func checkSQLite(ctx context.Context) checkResult {
 	r := checkResult{Name: "sqlite"}
-	v, err := embeddedSQLiteVersion(ctx)
+	v, err := version.SQLite(ctx)
 	if err != nil {
 		r.Status, r.Summary = statusFail, fmt.Sprintf("cannot ask the embedded SQLite its version: %v", err)
 		r.Fix = "reinstall agentctl; the build is broken"
@@ -453,17 +453,6 @@ func checkSQLite(ctx context.Context) checkResult {
 	}
 	r.Status, r.Summary = statusOK, fmt.Sprintf("embedded SQLite %s (≥ %s)", v, minSQLite)
 	return r
-}
-
-func embeddedSQLiteVersion(ctx context.Context) (string, error) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var v string
-	err = db.QueryRowContext(ctx, "select sqlite_version()").Scan(&v)
-	return v, err
 }
 
 // versionAtLeast compares dotted decimal versions; a malformed one is

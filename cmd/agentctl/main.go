@@ -60,6 +60,9 @@ func runCLI(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(e.stderr, "agentctl: unknown verb %q\n\n", args[0])

@@ -39,6 +39,9 @@ func runCLI(args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	v, ok := verbs[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "agentd: unknown verb %q\n\n", args[0])
