@@ -95,9 +95,13 @@ type Manager struct {
 	Scope  Scope
 	Runner Runner // default ExecRunner
 	// Dir overrides the directory the unit or plist is written to.
-	Dir     string
-	Getenv  func(string) string // default os.Getenv
-	Geteuid func() int          // default os.Geteuid
+	Dir string
+	// PackageDir is where a system unit shipped by a package is looked
+	// for when none is at Path: "" means PackageUnitDir, unless Dir is
+	// set (a test's directory then stands alone).
+	PackageDir string
+	Getenv     func(string) string // default os.Getenv
+	Geteuid    func() int          // default os.Geteuid
 }
 
 func (m *Manager) kind() (ManagerKind, error) {
@@ -238,8 +242,12 @@ func (m *Manager) Uninstall(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	where, packaged, ok := m.installed(path)
+	if !ok {
 		return path, fmt.Errorf("%w: no %s", ErrNotInstalled, path)
+	}
+	if packaged {
+		return where, fmt.Errorf("%s belongs to the stateguard package: remove the package (apt remove stateguard, dnf remove stateguard), or `systemctl disable --now %s` to keep it installed but off", where, UnitName)
 	}
 	if err := b.uninstall(ctx); err != nil {
 		return path, err
@@ -264,10 +272,31 @@ func (m *Manager) control(ctx context.Context, verb func(backend, context.Contex
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: no %s (run `agentd install` first)", ErrNotInstalled, path)
+	if _, _, ok := m.installed(path); !ok {
+		return fmt.Errorf("%w: no %s (run `agentd install` first, or install the stateguard package)", ErrNotInstalled, path)
 	}
 	return verb(b, ctx)
+}
+
+// installed finds the unit or plist in effect: the one at path (what
+// Install writes), else, for the system-wide systemd service, the unit a
+// package shipped (which a unit at path overrides).
+func (m *Manager) installed(path string) (where string, packaged, ok bool) {
+	if _, err := os.Lstat(path); err == nil {
+		return path, false, true
+	}
+	kind, _ := m.kind()
+	dir := m.PackageDir
+	if dir == "" && m.Dir == "" {
+		dir = PackageUnitDir
+	}
+	if kind == Systemd && m.Scope == SystemScope && dir != "" {
+		p := filepath.Join(dir, UnitName)
+		if _, err := os.Lstat(p); err == nil {
+			return p, true, true
+		}
+	}
+	return path, false, false
 }
 
 // Status asks the service manager about agentd. A service that is not
@@ -278,10 +307,8 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	kind, _ := m.kind()
-	st := Status{Kind: kind, Scope: m.Scope.String(), Path: path}
-	if _, err := os.Lstat(path); err == nil {
-		st.Installed = true
-	}
+	where, _, ok := m.installed(path)
+	st := Status{Kind: kind, Scope: m.Scope.String(), Path: where, Installed: ok}
 	if err := b.status(ctx, &st); err != nil {
 		return st, err
 	}
@@ -321,8 +348,8 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
-// EnsureConfig creates an empty, commented config file at path when none
-// exists, because the unit passes --config and `agentd run` refuses a
+// EnsureConfig creates the commented default config file
+// (DefaultConfigFile) at path when none exists, because the unit passes --config and `agentd run` refuses a
 // named file that is missing. It never touches an existing file.
 func EnsureConfig(path string) (created bool, err error) {
 	if _, err := os.Lstat(path); err == nil {
@@ -338,7 +365,7 @@ func EnsureConfig(path string) (created bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("create config %s: %w", path, err)
 	}
-	_, werr := f.Write(configStub)
+	_, werr := f.Write(DefaultConfigFile)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -347,11 +374,6 @@ func EnsureConfig(path string) (created bool, err error) {
 	}
 	return true, nil
 }
-
-var configStub = []byte(`# stateguard agent configuration, created by ` + "`agentd install`" + `.
-# Every key is optional; the README documents each one with its default.
-# After editing, ` + "`agentd restart`" + ` (or send SIGHUP) to apply.
-`)
 
 // PrepareDirs creates the state and socket directories a config moves
 // away from the system unit's StateDirectory and RuntimeDirectory: under

@@ -54,7 +54,15 @@ var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
 	"xml": xmlText,
-}).ParseFS(templateFS, "templates/*"))
+}).ParseFS(templateFS, "templates/agentd.*"))
+
+// DefaultConfigFile is the commented config `agentd install` writes when
+// there is none, and the one the packages ship as /etc/stateguard/agent.toml:
+// every key, commented out at its default, so as written it changes
+// nothing.
+//
+//go:embed templates/agent.toml
+var DefaultConfigFile []byte
 
 // Spec is everything a unit or plist says. BuildSpec fills it from the
 // configuration and the homes found on the host.
@@ -71,6 +79,37 @@ type Spec struct {
 	ReadWritePaths []string
 	// LogPath is where launchd sends agentd's stdout and stderr.
 	LogPath string
+	// Packaged marks the system unit the .deb and .rpm ship (PackageSpec):
+	// only its header comment differs.
+	Packaged bool
+}
+
+// Where the packages install things.
+const (
+	PackageExecutable = "/usr/bin/agentd"
+	// PackageUnitDir is where the packages put the system unit (Debian
+	// with merged /usr and RPM distributions alike); a unit in
+	// /etc/systemd/system (UnitPath, what `agentd install` writes)
+	// overrides it.
+	PackageUnitDir = "/usr/lib/systemd/system"
+)
+
+// PackageReadWritePaths are the system unit's writable directories when
+// it is built without looking at a host: the parents where Hermes homes
+// live (~/.hermes of every user, root's). A package cannot know the homes
+// of the host it lands on, and a home added later must not need a
+// reinstall; without CAP_DAC_OVERRIDE the agent still writes only where
+// file permissions let root write. Homes elsewhere: `agentd install
+// --force` writes a host-specific unit into /etc/systemd/system, which
+// overrides the packaged one.
+var PackageReadWritePaths = []string{"-/home", "-/root"}
+
+// PackageSpec is the system-wide systemd unit the packages ship.
+func PackageSpec() Spec {
+	return Spec{
+		Kind: Systemd, Scope: SystemScope, Executable: PackageExecutable, ConfigPath: SystemConfigPath,
+		ReadWritePaths: append([]string(nil), PackageReadWritePaths...), Packaged: true,
+	}
 }
 
 // Args is the command line the service manager starts.
@@ -117,6 +156,7 @@ func (s Spec) renderSystemd() ([]byte, error) {
 	}
 	data := map[string]any{
 		"User":               s.Scope == UserScope,
+		"Packaged":           s.Packaged && s.Scope == SystemScope,
 		"ExecStart":          strings.Join(words, " "),
 		"ReadWritePaths":     rw,
 		"Capabilities":       strings.Join(Capabilities, " "),
