@@ -16,7 +16,7 @@ import (
 )
 
 // The Hermes-written captures of testdata/capture/: the layout of
-// capture_retired_wal_generation (hermes-compat.md), built from a real
+// capture_retired_wal_generation (docs/hermes.md), built from a real
 // store whose five newest rows exist only in its WAL. Rebuild them with
 // STATEGUARD_UPDATE_CAPTURE_FIXTURES=1 go test -run TestUpdateHermesCaptureFixtures.
 const (

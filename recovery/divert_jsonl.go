@@ -8,7 +8,7 @@ import (
 )
 
 // divertKeys are the keys of a diverted line in the order Hermes writes
-// them (hermes-compat.md); _row_id follows.
+// them (docs/hermes.md); _row_id follows.
 var divertKeys = []string{
 	"role", "content", "tool_name", "tool_calls", "tool_call_id",
 	"finish_reason", "reasoning", "reasoning_content", "reasoning_details",

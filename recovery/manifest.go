@@ -14,7 +14,7 @@ import (
 )
 
 // The capture layout Hermes writes in capture_retired_wal_generation
-// (hermes-compat.md, "Hermes' own capture of a lost generation"). stateguard
+// (docs/hermes.md, "Captures"). stateguard
 // writes the same layout so either tool reads the other's captures.
 const (
 	ManifestName    = "manifest.json"

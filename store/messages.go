@@ -107,7 +107,7 @@ func (m *Message) ToolCallCount() int {
 	return 1
 }
 
-// Session is the sessions row with the columns hermes-compat.md lists (and
+// Session is the sessions row with the columns docs/hermes.md lists (and
 // v31's auto_archived). The about 60 other columns are never read or
 // written: a created session leaves them to their defaults.
 type Session struct {

@@ -77,7 +77,7 @@ var hermesCore = map[string][]string{
 	"messages": {"id", "session_id", "role", "content", "timestamp"},
 }
 
-// hermesV30 are the v30 columns stateguard relies on (hermes-compat.md).
+// hermesV30 are the v30 columns stateguard relies on (docs/hermes.md).
 var hermesV30 = map[string][]string{
 	"sessions": {"id", "source", "user_id", "model", "model_config", "parent_session_id",
 		"started_at", "ended_at", "end_reason", "message_count", "tool_call_count", "title",

@@ -23,7 +23,7 @@ type Home struct {
 	Root string
 }
 
-// The Hermes layout below a home root (hermes-compat.md).
+// The Hermes layout below a home root (docs/hermes.md).
 const (
 	profilesDir   = "profiles"
 	tombstonesDir = ".deleted"

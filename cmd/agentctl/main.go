@@ -10,7 +10,7 @@ import (
 	"syscall"
 )
 
-// Exit codes, as DESIGN.md gives them.
+// Exit codes, as docs/design.md gives them.
 const (
 	exitOK      = 0
 	exitError   = 1
