@@ -99,9 +99,9 @@ const (
 // live (~/.hermes of every user, root's). A package cannot know the homes
 // of the host it lands on, and a home added later must not need a
 // reinstall; without CAP_DAC_OVERRIDE the agent still writes only where
-// file permissions let root write. Homes elsewhere: `agentd install
-// --force` writes a host-specific unit into /etc/systemd/system, which
-// overrides the packaged one.
+// file permissions let root write. Homes elsewhere: `agentd install`
+// writes a host-specific unit into /etc/systemd/system, which overrides
+// the packaged one.
 var PackageReadWritePaths = []string{"-/home", "-/root"}
 
 // PackageSpec is the system-wide systemd unit the packages ship.
