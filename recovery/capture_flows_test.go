@@ -99,6 +99,10 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	waitAcks(t, w1, before+50)
 	kill := stopWriter(t, w1)
 	pinned := pinFromProc(t, w1.Pid, db, ids)
+	// The freeze may have caught the writer inside a checkpoint, with
+	// the shared main half written: finish it, as the agent does, before
+	// the new generation reads the main alone.
+	finishCheckpoint(t, db, pinned)
 
 	reader := openDB(t, "file:"+db)
 	tx, err := reader.BeginTx(context.Background(), nil)
@@ -157,4 +161,24 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	if err := SnapshotMain(context.Background(), db, mainFD, filepath.Join(dir, "again")); err == nil {
 		t.Fatal("SnapshotMain accepted an fd that is not the main at the path")
 	}
+}
+
+// finishCheckpoint runs FinishInterruptedBackfill on the shared main with
+// the orphan's pinned -wal and -shm. Its writable fd is closed at once,
+// before this process opens any SQLite connection on the store.
+func finishCheckpoint(t *testing.T, db string, pinned map[string]*os.File) BackfillReport {
+	t.Helper()
+	main, err := os.OpenFile(db, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer main.Close()
+	rep, err := FinishInterruptedBackfill(context.Background(), db, BackfillSource{Main: main, WAL: pinned["-wal"], SHM: pinned["-shm"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Interrupted {
+		t.Logf("the writer was frozen inside a checkpoint: %+v", rep)
+	}
+	return rep
 }
