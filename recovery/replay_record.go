@@ -18,7 +18,8 @@ const (
 var ascii = DumpOptions{EnsureASCII: true}
 
 // recordMessage turns a record into the row Hermes' append_message would
-// write for it. now is the timestamp for a record without a usable one.
+// write for it, display_identity included where its rule is known. now
+// is the timestamp for a record without a usable one.
 func recordMessage(sid string, r Record, now float64) store.Message {
 	get := func(k string) PyValue { v, _ := r.Get(k); return v }
 	role := get("role")
@@ -53,6 +54,7 @@ func recordMessage(sid string, r Record, now float64) store.Message {
 	if meta := get("display_metadata"); meta.Truthy() {
 		m.DisplayMetadata = sql.NullString{String: meta.Dumps(ascii), Valid: true}
 	}
+	m.DisplayIdentity = store.DisplayIdentity(&m)
 	return m
 }
 

@@ -99,7 +99,9 @@ func (t *Tx) CreateSession(s Session) error {
 // display_order triggers see the whole row) and bumps the session's
 // message_count by 1 and tool_call_count by m.ToolCallCount(), as Hermes'
 // append does. A set field whose column the store lacks is an error, not
-// silently dropped. It returns the new row's id.
+// silently dropped, except display_identity (see DisplayIdentity), which
+// a store from before that column simply does not get. It returns the new
+// row's id.
 func (t *Tx) AppendMessage(m Message) (int64, error) {
 	if m.SessionID == "" || m.Role == "" {
 		return 0, fmt.Errorf("append message to %s: session id and role are required", t.path)
@@ -123,6 +125,9 @@ func (t *Tx) AppendMessage(m Message) (int64, error) {
 			continue
 		}
 		if !contains(t.msgCols, f.name) {
+			if f.name == "display_identity" {
+				continue // a store from before the column: Hermes writes none there either
+			}
 			return 0, fmt.Errorf("append message to %s: the store's messages table has no column %s (older schema?); clear the field to append without it", t.path, f.name)
 		}
 		cols = append(cols, f.name)
@@ -158,12 +163,17 @@ func (t *Tx) AppendMessage(m Message) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("append message to %s: %w", t.path, err)
 	}
-	bump, err := t.stmt(`UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1,
-		tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?`)
+	// The counters move as Hermes' _bump_session_counters moves them,
+	// statement for statement (a NULL counter stays NULL).
+	q, args := `UPDATE sessions SET message_count = message_count + 1 WHERE id = ?`, []any{m.SessionID}
+	if n := m.ToolCallCount(); n > 0 {
+		q, args = `UPDATE sessions SET message_count = message_count + 1, tool_call_count = tool_call_count + ? WHERE id = ?`, []any{n, m.SessionID}
+	}
+	bump, err := t.stmt(q)
 	if err != nil {
 		return 0, fmt.Errorf("append message to %s: %w", t.path, err)
 	}
-	res, err = bump.ExecContext(t.ctx, m.ToolCallCount(), m.SessionID)
+	res, err = bump.ExecContext(t.ctx, args...)
 	if err != nil {
 		return 0, fmt.Errorf("bump counters of session %s in %s: %w", m.SessionID, t.path, err)
 	}
