@@ -44,7 +44,6 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 	if err != nil {
 		return nil, fmt.Errorf("healthy store: %w", err)
 	}
-	cut := float64(replacedAt.UnixNano()) / 1e9
 	var out []sessionDiff
 	for _, sid := range sids {
 		if err := ctx.Err(); err != nil {
@@ -78,33 +77,40 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 				d.session = &s
 			}
 		}
-		d.captureRows, d.healthyRows = len(capRows), len(healthy)
-		have := make(map[rowKey]int, len(healthy))
-		for i := range healthy {
-			have[keyOf(&healthy[i])]++
-		}
-		for i := range capRows {
-			m := &capRows[i]
-			k := keyOf(m)
-			if have[k] > 0 {
-				have[k]--
-				continue
-			}
-			line, ok := divertLine(m)
-			if !ok {
-				d.unreplayable++
-				continue
-			}
-			row := divertRow{id: m.ID, line: line}
-			if !replacedAt.IsZero() && !(m.Timestamp.Valid && m.Timestamp.Float64 > cut) {
-				d.pre = append(d.pre, row)
-				continue
-			}
-			d.replay = append(d.replay, row)
-		}
+		d.missing(capRows, healthy, replacedAt)
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// missing fills d with the capture rows the healthy session lacks (see
+// diffCapture), rendered as diverted lines.
+func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.Time) {
+	cut := float64(replacedAt.UnixNano()) / 1e9
+	d.captureRows, d.healthyRows = len(capRows), len(healthy)
+	have := make(map[rowKey]int, len(healthy))
+	for i := range healthy {
+		have[keyOf(&healthy[i])]++
+	}
+	for i := range capRows {
+		m := &capRows[i]
+		k := keyOf(m)
+		if have[k] > 0 {
+			have[k]--
+			continue
+		}
+		line, ok := divertLine(m)
+		if !ok {
+			d.unreplayable++
+			continue
+		}
+		row := divertRow{id: m.ID, line: line}
+		if !replacedAt.IsZero() && !(m.Timestamp.Valid && m.Timestamp.Float64 > cut) {
+			d.pre = append(d.pre, row)
+			continue
+		}
+		d.replay = append(d.replay, row)
+	}
 }
 
 // captureSessions lists the sessions with messages in the capture, in the

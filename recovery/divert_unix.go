@@ -33,6 +33,12 @@ import (
 // nothing; one made with another kind or replacement time is refused
 // with ErrDivertMismatch.
 func Divert(ctx context.Context, req DivertRequest) (DivertReport, error) {
+	return divertWith(ctx, req, diffWithCopy)
+}
+
+// divertWith is Divert with the rows missing from the healthy store found
+// by diff.
+func divertWith(ctx context.Context, req DivertRequest, diff func(context.Context, *DivertRequest) ([]sessionDiff, error)) (DivertReport, error) {
 	if err := req.check(); err != nil {
 		return DivertReport{}, err
 	}
@@ -57,7 +63,7 @@ func Divert(ctx context.Context, req DivertRequest) (DivertReport, error) {
 
 	rep := DivertReport{IncidentID: req.IncidentID, Kind: req.Kind, ReplacedAt: req.ReplacedAt,
 		Capture: req.Capture, Store: req.Store, Dir: final}
-	diffs, err := diffWithCopy(ctx, &req)
+	diffs, err := diff(ctx, &req)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
