@@ -76,8 +76,8 @@ func (s *salvager) header(c leafCell) cellHeader {
 
 // bestLayout is the candidate layout the most records fit, the earlier
 // (the WAL's own schema, then the main's, then built-in) on a tie.
-func (s *salvager) bestLayout(hs []cellHeader) (Layout, int) {
-	var best Layout
+func (s *salvager) bestLayout(hs []cellHeader) (layout, int) {
+	var best layout
 	bestN := 0
 	for _, l := range s.layouts {
 		n := 0
@@ -95,7 +95,7 @@ func (s *salvager) bestLayout(hs []cellHeader) (Layout, int) {
 
 // cellRow decodes one cell as a row of l and keeps it unless a newer
 // image of the same rowid was already found.
-func (s *salvager) cellRow(l Layout, h cellHeader, pgno uint32, frame int) error {
+func (s *salvager) cellRow(l layout, h cellHeader, pgno uint32, frame int) error {
 	if h.err != nil {
 		return h.err
 	}

@@ -33,8 +33,8 @@ func affinityOf(declared string) affinity {
 	return affNumeric
 }
 
-// Column is one column a table's records store, in record order.
-type Column struct {
+// column is one column a table's records store, in record order.
+type column struct {
 	Name     string
 	Type     string // the declared type, as written
 	NotNull  bool
@@ -48,7 +48,7 @@ var errNotCreateTable = errors.New("not a CREATE TABLE statement")
 // COLUMN rewrites that text, so it always lists every column). Virtual
 // generated columns, which records do not store, are left out; a WITHOUT
 // ROWID table is reported so its (index-shaped) pages are not looked for.
-func parseCreateTable(sql string) (name string, cols []Column, withoutRowid bool, err error) {
+func parseCreateTable(sql string) (name string, cols []column, withoutRowid bool, err error) {
 	toks, err := tokenize(sql)
 	if err != nil {
 		return "", nil, false, err
@@ -146,11 +146,11 @@ var constraintStart = map[string]bool{
 // than a column.
 var tableConstraint = map[string]bool{"CONSTRAINT": true, "PRIMARY": true, "UNIQUE": true, "CHECK": true, "FOREIGN": true}
 
-func columnDef(d []token) (Column, bool) {
+func columnDef(d []token) (column, bool) {
 	if len(d) == 0 || (!d[0].quoted && tableConstraint[strings.ToUpper(d[0].text)]) {
-		return Column{}, false
+		return column{}, false
 	}
-	c := Column{Name: d[0].text}
+	c := column{Name: d[0].text}
 	j := 1
 	var typ []string
 	for ; j < len(d) && (d[j].quoted || !constraintStart[strings.ToUpper(d[j].text)]); j++ {
@@ -184,7 +184,7 @@ func columnDef(d []token) (Column, bool) {
 		}
 	}
 	if generated && !stored {
-		return Column{}, false
+		return column{}, false
 	}
 	return c, true
 }

@@ -9,13 +9,13 @@ func TestParseCreateTable(t *testing.T) {
 	cases := []struct {
 		sql          string
 		name         string
-		cols         []Column
+		cols         []column
 		withoutRowid bool
 	}{
 		{
 			sql:  `CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id), timestamp REAL NOT NULL, x DEFAULT (strftime('%s', 'now')), CHECK (timestamp > 0))`,
 			name: "messages",
-			cols: []Column{{Name: "id", Type: "INTEGER", RowidKey: true}, {Name: "session_id", Type: "TEXT", NotNull: true},
+			cols: []column{{Name: "id", Type: "INTEGER", RowidKey: true}, {Name: "session_id", Type: "TEXT", NotNull: true},
 				{Name: "timestamp", Type: "REAL", NotNull: true}, {Name: "x"}},
 		},
 		{
@@ -25,20 +25,20 @@ func TestParseCreateTable(t *testing.T) {
 			sql: "CREATE TABLE \"main\".\"odd table\" (\n -- the key\n [select] varchar(20) NOT NULL, `b c` INT PRIMARY KEY, \"d\"\"e\" TEXT, " +
 				"v INTEGER GENERATED ALWAYS AS (1) VIRTUAL, s INTEGER AS (2) STORED, PRIMARY KEY (\"b c\"))",
 			name: "odd table",
-			cols: []Column{{Name: "select", Type: "varchar ( 20 )", NotNull: true}, {Name: "b c", Type: "INT"},
+			cols: []column{{Name: "select", Type: "varchar ( 20 )", NotNull: true}, {Name: "b c", Type: "INT"},
 				{Name: `d"e`, Type: "TEXT"}, {Name: "s", Type: "INTEGER"}},
 		},
 		{
 			sql:          `CREATE TABLE kv (k TEXT PRIMARY KEY, v) WITHOUT ROWID`,
 			name:         "kv",
-			cols:         []Column{{Name: "k", Type: "TEXT"}, {Name: "v"}},
+			cols:         []column{{Name: "k", Type: "TEXT"}, {Name: "v"}},
 			withoutRowid: true,
 		},
 		{
 			// PRIMARY KEY DESC does not make an INTEGER column the rowid.
 			sql:  `CREATE TABLE t (a INTEGER PRIMARY KEY DESC, b)`,
 			name: "t",
-			cols: []Column{{Name: "a", Type: "INTEGER"}, {Name: "b"}},
+			cols: []column{{Name: "a", Type: "INTEGER"}, {Name: "b"}},
 		},
 	}
 	for _, c := range cases {

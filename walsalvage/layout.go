@@ -11,12 +11,12 @@ const (
 	TableSessions = "sessions"
 )
 
-// Layout is one description of a table's stored columns: from the WAL's
+// layout is one description of a table's stored columns: from the WAL's
 // own schema, a supplied main file's, or a known Hermes version's.
-type Layout struct {
+type layout struct {
 	Table   string
 	Source  string // "wal", "main" or the name of a built-in layout
-	Columns []Column
+	Columns []column
 	// key are the columns every record of the table must have with the
 	// storage class given: what tells this table's records from another's.
 	key []keyColumn
@@ -57,13 +57,13 @@ var keyOf = map[string][]struct {
 
 // newLayout checks that cols has the table's key columns and derives how
 // its records are recognised.
-func newLayout(table, source string, cols []Column) (Layout, error) {
-	l := Layout{Table: table, Source: source, Columns: cols}
+func newLayout(table, source string, cols []column) (layout, error) {
+	l := layout{Table: table, Source: source, Columns: cols}
 	for _, k := range keyOf[table] {
-		i := slices.IndexFunc(cols, func(c Column) bool { return c.Name == k.name })
+		i := slices.IndexFunc(cols, func(c column) bool { return c.Name == k.name })
 		if i < 0 {
 			if k.required {
-				return Layout{}, fmt.Errorf("%s layout from %s has no column %s", table, source, k.name)
+				return layout{}, fmt.Errorf("%s layout from %s has no column %s", table, source, k.name)
 			}
 			continue
 		}
@@ -80,7 +80,7 @@ func newLayout(table, source string, cols []Column) (Layout, error) {
 // required key column (rows written before an ALTER TABLE ADD COLUMN have
 // fewer), every present key column of its class, and no NULL in a
 // present NOT NULL column.
-func (l Layout) fits(types []uint64) bool {
+func (l layout) fits(types []uint64) bool {
 	if len(types) < l.min || len(types) > len(l.Columns) {
 		return false
 	}
@@ -105,7 +105,7 @@ func (l Layout) fits(types []uint64) bool {
 // gets the rowid; a REAL column's integer is read back as a real, as
 // SQLite does; a column the record does not reach (the row predates it)
 // is left out, so it keeps its default.
-func (l Layout) row(rowid int64, vals []Value) map[string]Value {
+func (l layout) row(rowid int64, vals []Value) map[string]Value {
 	out := make(map[string]Value, len(vals))
 	for i, v := range vals {
 		c := l.Columns[i]
@@ -173,8 +173,8 @@ var builtinDDL = []struct{ name, table, sql string }{
 
 // builtinLayouts parses builtinDDL; it is fixed text, so a failure is a
 // bug caught by the tests.
-func builtinLayouts() []Layout {
-	var out []Layout
+func builtinLayouts() []layout {
+	var out []layout
 	for _, b := range builtinDDL {
 		_, cols, _, err := parseCreateTable(b.sql)
 		if err != nil {

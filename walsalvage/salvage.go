@@ -73,7 +73,7 @@ type salvager struct {
 	w       *WAL
 	pages   *walPager
 	info    dbInfo
-	layouts []Layout
+	layouts []layout
 	freed   map[uint32]bool // nil: the freelist is not known
 	rep     Report
 	rows    map[string]map[int64]Row // table → rowid → newest row
@@ -112,8 +112,8 @@ func (s *salvager) databaseInfo(opts Options) dbInfo {
 
 // candidateLayouts lists every layout to try, the WAL's own schema first,
 // then the main's, then the built-in ones.
-func (s *salvager) candidateLayouts(opts Options) []Layout {
-	var out []Layout
+func (s *salvager) candidateLayouts(opts Options) []layout {
+	var out []layout
 	if _, ok := s.pages.newest[1]; ok {
 		ls, ws := schemaLayouts(s.pages, s.info, "wal")
 		out = append(out, ls...)

@@ -76,7 +76,7 @@ func (p *mainPager) count() int { return int(p.size / int64(p.pageSize)) }
 // Pages it cannot reach or decode are skipped and said in the warnings:
 // what is found is still used, and the tables not found fall back to
 // other sources.
-func schemaLayouts(pages pager, info dbInfo, source string) (layouts []Layout, warnings []string) {
+func schemaLayouts(pages pager, info dbInfo, source string) (layouts []layout, warnings []string) {
 	const maxSchemaPages = 10000
 	seen := map[uint32]bool{}
 	todo := []uint32{1}
@@ -110,7 +110,7 @@ func schemaLayouts(pages pager, info dbInfo, source string) (layouts []Layout, w
 	return layouts, warnings
 }
 
-func schemaLeaf(img []byte, pgno uint32, pages pager, info dbInfo, source string) (layouts []Layout, warnings []string) {
+func schemaLeaf(img []byte, pgno uint32, pages pager, info dbInfo, source string) (layouts []layout, warnings []string) {
 	cells, bad, err := tableLeafCells(img, pgno, info.usable)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("schema (%s): %v", source, err)}
@@ -137,7 +137,7 @@ func schemaLeaf(img []byte, pgno uint32, pages pager, info dbInfo, source string
 		if err == nil && withoutRowid {
 			err = fmt.Errorf("table %s is WITHOUT ROWID", name)
 		}
-		var l Layout
+		var l layout
 		if err == nil {
 			l, err = newLayout(name, source, cols)
 		}

@@ -40,7 +40,6 @@ type WAL struct {
 	// Stop says why the walk ended: "end of file", or the first frame
 	// that is torn, has another generation's salts or a wrong checksum.
 	Stop string
-	size int64
 }
 
 // ReadWAL walks the frames of a WAL of size bytes as SQLite's recovery
@@ -71,7 +70,7 @@ func ReadWAL(ctx context.Context, r io.ReaderAt, size int64) (*WAL, error) {
 		}
 		return nil, fmt.Errorf("read wal header: %s: %w (SQLite ignores such a WAL: it holds no committed frames)", why, ErrInvalidWAL)
 	}
-	w := &WAL{Header: h, size: size}
+	w := &WAL{Header: h}
 	ps := int64(h.PageSize)
 	buf := make([]byte, store.WALFrameHeaderSize+ps)
 	s1, s2 := h.Checksum1, h.Checksum2
