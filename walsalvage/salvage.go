@@ -27,9 +27,9 @@ type Row struct {
 	// Values maps column name to the value as SQLite stored it. Columns a
 	// record predates (added later by ALTER TABLE) are absent.
 	Values map[string]Value `json:"values"`
-	Page   uint32           `json:"page"`  // the page it was read from
-	Frame  int              `json:"frame"` // that page's frame, 1-based
-	Layout string           `json:"layout"`
+	Page   uint32           `json:"page"`   // the page it was read from
+	Frame  int              `json:"frame"`  // that page's frame, 1-based
+	Layout string           `json:"layout"` // the layout it was read with, as Report.Layouts names it
 }
 
 // Text returns a TEXT column's value; ok is false for NULL, another
