@@ -96,13 +96,14 @@ func checkVnodePath(t *testing.T, b []byte) {
 		t.Fatalf("path %q, the bytes say %q", v.Path, path)
 	}
 	want := vnodeFile{
-		Path:  v.Path,
-		ID:    FileID{Dev: uint64(le32(b, 24)), Ino: le64(b, 32)},
-		Nlink: uint64(le16(b, 30)),
-		Mode:  le16(b, 28),
-		UID:   le32(b, 40),
-		GID:   le32(b, 44),
-		Size:  int64(le64(b, 112)),
+		OpenFlags: le32(b, 0), // proc_fileinfo.fi_openflags
+		Path:      v.Path,
+		ID:        FileID{Dev: uint64(le32(b, 24)), Ino: le64(b, 32)},
+		Nlink:     uint64(le16(b, 30)),
+		Mode:      le16(b, 28),
+		UID:       le32(b, 40),
+		GID:       le32(b, 44),
+		Size:      int64(le64(b, 112)),
 	}
 	if v != want {
 		t.Fatalf("decoded %+v, the layout says %+v", v, want)

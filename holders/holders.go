@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 )
 
@@ -63,15 +64,79 @@ type FileState struct {
 	GID    int         `json:"gid"`
 }
 
+// Evidence is how the scan learned that a process holds an inode.
+type Evidence string
+
+const (
+	EvidenceFD   Evidence = "fd"   // an open fd on the inode
+	EvidenceMap  Evidence = "map"  // a mapping of the inode
+	EvidenceLock Evidence = "lock" // a lock the process holds on the inode (/proc/locks)
+)
+
+// Access says whether a holder can write a store's generation.
+type Access string
+
+const (
+	// AccessWrite: an fd open for writing on main or -wal, or a shared
+	// writable mapping of -shm (or of main or -wal).
+	AccessWrite Access = "write"
+	// AccessRead: every fd and mapping seen is read-only (a -shm fd open
+	// for writing but not mapped writable does not count).
+	AccessRead Access = "read"
+	// AccessUnknown: known from lock evidence only; the process could not
+	// be inspected. Treat it as a possible writer.
+	AccessUnknown Access = "unknown"
+)
+
+// Match says how a held inode was tied to its role.
+type Match string
+
+const (
+	// MatchInode: the inode is at the role's path now, or is one the scan
+	// was told (or remembers) an earlier generation had.
+	MatchInode Match = "inode"
+	// MatchName: an inode the scan never saw, opened under the role's
+	// name in the store's directory (an unlinked sidecar).
+	MatchName Match = "name"
+	// MatchSQLite: a SQLite main file (its header, and the process's
+	// POSIX lock on the SHARED range) that a process holding the store's
+	// -wal or -shm has open instead of the store's main: the main renamed
+	// aside under a live connection.
+	MatchSQLite Match = "sqlite"
+)
+
 // Held is one inode of a store that a process holds.
 type Held struct {
-	Role    Role   `json:"role"`
-	Path    string `json:"path"` // the holder's view, " (deleted)" stripped
-	FD      int    `json:"fd"`   // lowest fd on the inode; -1 when only mapped
-	Mapped  bool   `json:"mapped"`
-	ID      FileID `json:"id"`
-	Nlink   uint64 `json:"nlink"`
-	Current bool   `json:"current"` // ID is what is at the role's path now
+	Role Role `json:"role"`
+	// Path is the holder's view, " (deleted)" stripped: in another mount
+	// namespace the path it opened; "" when known from a lock only.
+	Path string `json:"path"`
+	// HostPath is where the agent's mount namespace sees the inode (the
+	// path at scan time); "" when it cannot be told.
+	HostPath string `json:"host_path"`
+	FD       int    `json:"fd"` // lowest fd on the inode; -1 when only mapped or locked
+	Mapped   bool   `json:"mapped"`
+	ID       FileID `json:"id"`
+	Nlink    uint64 `json:"nlink"`
+	Current  bool   `json:"current"` // ID is what is at the role's path now
+	Match    Match  `json:"match"`
+	// Evidence lists what showed the hold: fd, map, lock.
+	Evidence []Evidence `json:"evidence"`
+	// FDWrite: an fd on the inode is open for writing (O_WRONLY/O_RDWR in
+	// /proc/<pid>/fdinfo), or the process holds a write lock on it.
+	FDWrite bool `json:"fd_write"`
+	// MapWrite: a shared writable mapping (rw-s) of the inode.
+	MapWrite bool `json:"map_write"`
+	// Access sums up this inode: write, read, or unknown (lock only).
+	Access Access `json:"access"`
+}
+
+func (h *Held) has(e Evidence) bool { return slices.Contains(h.Evidence, e) }
+
+// canWrite applies the rule to one inode: a writable fd on main or -wal,
+// or a writable shared mapping of any role.
+func (h *Held) canWrite() bool {
+	return h.MapWrite || (h.FDWrite && h.Role != RoleSHM)
 }
 
 // Process is one holder of a store, with the files of that store it holds.
@@ -87,6 +152,37 @@ type Process struct {
 	Exe        string    `json:"exe"`
 	Cmdline    []string  `json:"cmdline"`
 	Files      []Held    `json:"files"`
+	// Access is whether the process can write the store's generation
+	// (see Held.canWrite): write, read or unknown.
+	Access Access `json:"access"`
+	// Inspected is false for a holder known from lock evidence only: its
+	// fds and mappings could not be read, so it cannot be pinned through
+	// /proc/<pid>/fd and its Access is unknown unless a write lock shows.
+	Inspected bool `json:"inspected"`
+	// ForeignMountNS: the process is in another mount namespace than the
+	// scan (a container); Held.Path is its view, Held.HostPath ours.
+	ForeignMountNS bool `json:"foreign_mount_ns,omitempty"`
+	// NSPid is its pid inside its own pid namespace, when that differs
+	// from Pid (which is always the scan's, the host's, pid).
+	NSPid int `json:"ns_pid,omitempty"`
+}
+
+// MayWrite reports whether p must be treated as able to write the
+// generation: Access is write or unknown.
+func (p *Process) MayWrite() bool { return p.Access != AccessRead }
+
+// access applies the rule over p's files.
+func (p *Process) access() Access {
+	a := AccessRead
+	for i := range p.Files {
+		switch {
+		case p.Files[i].canWrite():
+			return AccessWrite
+		case p.Files[i].Access == AccessUnknown:
+			a = AccessUnknown
+		}
+	}
+	return a
 }
 
 // Orphan reports whether p holds any inode that is no longer at its path.
@@ -121,8 +217,9 @@ var ErrIdentityChanged = errors.New("file identity changed")
 type Verdict string
 
 const (
-	// VerdictClear: every process that could open the store was
-	// inspected and none holds any of its inodes.
+	// VerdictClear: every process that could hold the store was
+	// inspected, or is cleared by the rule, and none holds any of its
+	// inodes.
 	VerdictClear Verdict = "clear"
 	// VerdictHeld: at least one process holds an inode of the store.
 	// Blind may still list processes that could not be inspected.
@@ -132,13 +229,97 @@ const (
 	VerdictUnknown Verdict = "unknown"
 )
 
+// Rule is how a scan judges the processes it cannot inspect.
+type Rule string
+
+const (
+	// RuleLocks (the default): a process of another user that cannot be
+	// inspected and holds no lock on any inode of the store cannot be a
+	// live SQLite connection in WAL mode (every such connection keeps a
+	// read lock on the -shm DMS byte and on the main's SHARED range), so
+	// it is summarized in Uninspected and does not make the verdict
+	// unknown. Processes of the scan's own (non-root) user, and any lock
+	// the scan cannot attribute, still do.
+	RuleLocks Rule = "locks"
+	// RuleStrict: every uninspectable process that could open the store
+	// makes it unknown.
+	RuleStrict Rule = "strict"
+)
+
+// ParseRule accepts "locks", "strict", or "" (the default, locks).
+func ParseRule(s string) (Rule, error) {
+	switch r := Rule(s); r {
+	case "":
+		return RuleLocks, nil
+	case RuleLocks, RuleStrict:
+		return r, nil
+	}
+	return "", fmt.Errorf("verdict rule %q: want \"locks\" or \"strict\"", s)
+}
+
+func (r Rule) orDefault() Rule {
+	if r == "" {
+		return RuleLocks
+	}
+	return r
+}
+
+// BlindScope says why an uninspectable process counts.
+type BlindScope string
+
+const (
+	// ScopeOtherUser: a process of another user (or, for a root scan, one
+	// root may not inspect). The locks rule clears it when it holds no
+	// lock on the store.
+	ScopeOtherUser BlindScope = "other_user"
+	// ScopeOwnUser: a process of the scan's own non-root user that it
+	// still cannot inspect (not dumpable, hidepid): it counts under every
+	// rule.
+	ScopeOwnUser BlindScope = "own_user"
+	// ScopeScan: not one process but a gap in the scan itself (a store
+	// that cannot be stat'ed, an OS without a scan, a lock nobody
+	// inspected owns): it counts under every rule.
+	ScopeScan BlindScope = "scan"
+)
+
 // Blind is a process the scan could not inspect. Pid 0 stands for
 // processes the scan could not even enumerate (hidepid, an unsupported OS,
 // a partial scan).
 type Blind struct {
-	Pid    int    `json:"pid"`
-	UID    int    `json:"uid"` // -1 when not known
-	Reason string `json:"reason"`
+	Pid    int        `json:"pid"`
+	UID    int        `json:"uid"` // -1 when not known
+	Reason string     `json:"reason"`
+	Scope  BlindScope `json:"scope"`
+}
+
+// Uninspected summarizes the processes that could open a store and were
+// not inspected, but that the locks rule cleared: none of them holds a
+// lock on any inode of the store.
+type Uninspected struct {
+	Count int   `json:"count"`
+	UIDs  []int `json:"uids"`
+	Pids  []int `json:"pids"`
+	// Summary is the one line to show, e.g. "3 processes of other users
+	// not inspected; none holds a lock on this store".
+	Summary string `json:"summary"`
+}
+
+// KnownFile is an inode of an earlier generation of a store that a scan
+// should look for: a process holding it (by fd, mapping or lock, under any
+// name, in any namespace) is an orphan holder of Role. Callers supply what
+// they know beyond the scan (the guard's and pins' inodes, a journaled
+// generation after a restart); a Cache adds every inode it has seen.
+type KnownFile struct {
+	Store string `json:"store"` // the Target's Path
+	Role  Role   `json:"role"`
+	ID    FileID `json:"id"`
+	Path  string `json:"path,omitempty"` // where the host last saw it
+}
+
+// Options tune a scan. The zero value scans with RuleLocks.
+type Options struct {
+	Rule  Rule
+	Known []KnownFile
 }
 
 // StoreResult is the scan of one store.
@@ -146,10 +327,17 @@ type StoreResult struct {
 	Target  Target             `json:"target"`
 	Current map[Role]FileState `json:"current"`
 	Holders []Process          `json:"holders"`
-	// Blind lists only the uninspectable processes that could open this
-	// store's files.
-	Blind   []Blind `json:"blind"`
-	Verdict Verdict `json:"verdict"`
+	// Blind lists the uninspectable processes (and scan gaps) that could
+	// hold this store's files and that the rule does not clear: any entry
+	// keeps the verdict from being clear.
+	Blind []Blind `json:"blind"`
+	// Uninspected are the processes the rule cleared (RuleLocks only).
+	Uninspected Uninspected `json:"uninspected"`
+	Rule        Rule        `json:"rule"`
+	// RuleNote says why RuleLocks could not clear the processes in Blind
+	// of other users (an unattributed lock, no lock table), if so.
+	RuleNote string  `json:"rule_note,omitempty"`
+	Verdict  Verdict `json:"verdict"`
 }
 
 // Orphans returns the holders that hold an inode no longer at its path.

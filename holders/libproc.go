@@ -29,14 +29,16 @@ const (
 // (136 bytes); int vi_type; int vi_pad; fsid_t vi_fsid; }; char
 // vip_path[MAXPATHLEN]; }.
 const (
-	vstDev   = 24 + 0  // uint32
-	vstMode  = 24 + 4  // uint16
-	vstNlink = 24 + 6  // uint16
-	vstIno   = 24 + 8  // uint64
-	vstUID   = 24 + 16 // uint32
-	vstGID   = 24 + 20 // uint32
-	vstSize  = 24 + 88 // int64
-	vipPath  = 24 + 136 + 4 + 4 + 8
+	pfiOpenFlags = 0 // uint32 fi_openflags: FREAD, FWRITE, ...
+	fWrite       = 0x2
+	vstDev       = 24 + 0  // uint32
+	vstMode      = 24 + 4  // uint16
+	vstNlink     = 24 + 6  // uint16
+	vstIno       = 24 + 8  // uint64
+	vstUID       = 24 + 16 // uint32
+	vstGID       = 24 + 20 // uint32
+	vstSize      = 24 + 88 // int64
+	vipPath      = 24 + 136 + 4 + 4 + 8
 )
 
 // Offsets in struct proc_bsdinfo.
@@ -84,13 +86,14 @@ func decodeFDs(b []byte) []procFD {
 
 // vnodeFile is what a PROC_PIDFDVNODEPATHINFO reply says of an open file.
 type vnodeFile struct {
-	Path  string
-	ID    FileID
-	Nlink uint64
-	Mode  uint16
-	UID   uint32
-	GID   uint32
-	Size  int64
+	OpenFlags uint32 // the fd's FREAD/FWRITE
+	Path      string
+	ID        FileID
+	Nlink     uint64
+	Mode      uint16
+	UID       uint32
+	GID       uint32
+	Size      int64
 }
 
 func decodeVnodeFDInfoWithPath(b []byte) (vnodeFile, error) {
@@ -103,13 +106,14 @@ func decodeVnodeFDInfoWithPath(b []byte) (vnodeFile, error) {
 		path = path[:i]
 	}
 	return vnodeFile{
-		Path:  string(path),
-		ID:    FileID{Dev: uint64(le.Uint32(b[vstDev:])), Ino: le.Uint64(b[vstIno:])},
-		Nlink: uint64(le.Uint16(b[vstNlink:])),
-		Mode:  le.Uint16(b[vstMode:]),
-		UID:   le.Uint32(b[vstUID:]),
-		GID:   le.Uint32(b[vstGID:]),
-		Size:  int64(le.Uint64(b[vstSize:])),
+		OpenFlags: le.Uint32(b[pfiOpenFlags:]),
+		Path:      string(path),
+		ID:        FileID{Dev: uint64(le.Uint32(b[vstDev:])), Ino: le.Uint64(b[vstIno:])},
+		Nlink:     uint64(le.Uint16(b[vstNlink:])),
+		Mode:      le.Uint16(b[vstMode:]),
+		UID:       le.Uint32(b[vstUID:]),
+		GID:       le.Uint32(b[vstGID:]),
+		Size:      int64(le.Uint64(b[vstSize:])),
 	}, nil
 }
 

@@ -1,10 +1,7 @@
 package holders
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 )
@@ -14,29 +11,29 @@ import (
 // Tests run it under another uid to see what an unprivileged scan reports.
 const scanHelperEnv = "STATEGUARD_HOLDERS_SCAN_HELPER"
 
+// scanRuleEnv is the scan helper's verdict rule.
+const scanRuleEnv = "STATEGUARD_HOLDERS_SCAN_RULE"
+
 // mapHelperEnv makes the test binary map the named file, close its fd,
 // say "ready" and wait for stdin to close: a holder by mapping only.
 const mapHelperEnv = "STATEGUARD_HOLDERS_MAP_HELPER"
+
+// holdHelperEnv makes the test binary hold the files listed (':'
+// separated) open, as holdFlagsEnv says, until stdin closes.
+const (
+	holdHelperEnv = "STATEGUARD_HOLDERS_HOLD_HELPER"
+	holdFlagsEnv  = "STATEGUARD_HOLDERS_HOLD_FLAGS"
+)
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(mapHelperEnv); path != "" {
 		mapHelper(path)
 	}
 	if paths := os.Getenv(scanHelperEnv); paths != "" {
-		var targets []Target
-		for _, p := range strings.Split(paths, ":") {
-			targets = append(targets, Target{Path: p})
-		}
-		res, err := Scan(targets)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		scanHelper(paths)
+	}
+	if paths := os.Getenv(holdHelperEnv); paths != "" {
+		holdHelper(paths)
 	}
 	code := m.Run()
 	for _, f := range afterTests {

@@ -3,7 +3,6 @@ package holders
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -12,19 +11,40 @@ import (
 
 // readMaps adds the mappings of watched files. SQLite maps -shm (and the
 // main file with mmap_size), and a process may close the fd and keep the
-// mapping. Reading /proc/<pid>/maps as text costs the kernel a d_path per
-// mapping, a third of a full scan; the PROCMAP_QUERY ioctl (Linux 6.11)
-// returns device and inode without the path, so paths are asked for only
-// for inodes not yet classified in this scan.
-func (s *procScanner) readMaps(pd int) error {
+// mapping. Mappings are matched by inode first; reading
+// /proc/<pid>/maps as text costs the kernel a d_path per mapping, a third
+// of a full scan, so the PROCMAP_QUERY ioctl (Linux 6.11) is used where it
+// exists: it returns device and inode without the path, and a path is
+// asked for only for inodes the index has and, in our own mount
+// namespace, for the few the name rule may need.
+func (s *procScanner) readMaps(pd int, own bool) error {
+	s.maps = s.maps[:0]
 	if procmapQuery.Load() >= 0 {
-		err := s.readMapsQuery(pd)
+		err := s.readMapsQuery(pd, own)
 		if err == nil || !unsupportedIoctl(err) {
 			return err
 		}
 		procmapQuery.Store(-1)
+		s.maps = s.maps[:0]
 	}
-	return s.readMapsText(pd)
+	return s.readMapsText(pd, own)
+}
+
+// mapSeen is an inode already looked at in this process's maps: obs is
+// the index of its observation, -1 when it matches nothing.
+type mapSeen struct {
+	ino uint64
+	obs int
+}
+
+// seenMap returns the earlier look at ino in this process, if any.
+func (s *procScanner) seenMap(ino uint64) (mapSeen, bool) {
+	for _, m := range s.maps {
+		if m.ino == ino {
+			return m, true
+		}
+	}
+	return mapSeen{}, false
 }
 
 // procmapQuery is -1 once the kernel has said it has no PROCMAP_QUERY.
@@ -56,13 +76,17 @@ func (s *procScanner) queryVMA(fd int, q *procmapQueryArg) error {
 	return nil
 }
 
-func (s *procScanner) readMapsQuery(pd int) error {
+const (
+	procmapVMAWrite  = 0x02
+	procmapVMAShared = 0x08
+)
+
+func (s *procScanner) readMapsQuery(pd int, own bool) error {
 	fd, err := unix.Openat(pd, "maps", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	s.seen = s.seen[:0]
 	for addr := uint64(0); ; {
 		q := procmapQueryArg{Size: uint64(unsafe.Sizeof(procmapQueryArg{})),
 			QueryFlags: procmapQueryCoveringOrNext | procmapQueryFileBacked, QueryAddr: addr}
@@ -73,13 +97,25 @@ func (s *procScanner) readMapsQuery(pd int) error {
 			return err
 		}
 		addr = q.VMAEnd
-		if slices.Contains(s.seen, q.Inode) {
+		write := q.VMAFlags&(procmapVMAWrite|procmapVMAShared) == procmapVMAWrite|procmapVMAShared
+		if m, ok := s.seenMap(q.Inode); ok {
+			if m.obs >= 0 && write {
+				s.obs[m.obs].mapWrite = true
+			}
 			continue
 		}
-		s.seen = append(s.seen, q.Inode)
-		id := FileID{Dev: unix.Mkdev(q.DevMajor, q.DevMinor), Ino: q.Inode}
-		isCand, known := s.names[id]
-		if known && !isCand {
+		id := FileID{Dev: s.w.statDev(unix.Mkdev(q.DevMajor, q.DevMinor)), Ino: q.Inode}
+		_, indexed := s.w.ids[id]
+		if !indexed && !own {
+			s.maps = append(s.maps, mapSeen{ino: q.Inode, obs: -1})
+			continue
+		}
+		// An inode's path is the same in every process of one mount
+		// namespace, so whether an unindexed one is a candidate is
+		// decided once per scan. Paths in the watched directories are
+		// never cached: an orphan's is checked in every process.
+		if isCand, known := s.names[id]; !indexed && known && !isCand {
+			s.maps = append(s.maps, mapSeen{ino: q.Inode, obs: -1})
 			continue
 		}
 		// Ask again for this mapping, with its path.
@@ -92,30 +128,25 @@ func (s *procScanner) readMapsQuery(pd int) error {
 			}
 			return err
 		}
-		if p.VMANameSize == 0 {
-			continue
+		var path []byte
+		if p.VMANameSize > 0 {
+			path = trimDeleted(name[:p.VMANameSize-1]) // size counts the NUL
 		}
-		path := trimDeleted(name[:p.VMANameSize-1]) // size counts the NUL
-		// An inode's path is the same in every process of one mount
-		// namespace, so what it is decided once per scan. Paths of the
-		// watched directories are never cached: an orphan's is checked
-		// in every process.
-		cand := s.w.candidate(path)
-		if !cand {
+		if !indexed && !(s.w.candidate(path) && s.w.roleBase(path)) {
 			s.names[id] = false
+			s.maps = append(s.maps, mapSeen{ino: q.Inode, obs: -1})
 			continue
 		}
-		s.addMapping(pd, path, fmt.Appendf(s.buf[:0], "%x-%x", p.VMAStart, p.VMAEnd), id)
+		s.addMapping(pd, path, fmt.Appendf(s.buf[:0], "%x-%x", p.VMAStart, p.VMAEnd), id, own, write)
 	}
 }
 
-func (s *procScanner) readMapsText(pd int) error {
+func (s *procScanner) readMapsText(pd int, own bool) error {
 	b, err := readAt(pd, "maps", s.buf)
 	if err != nil {
 		return err
 	}
 	s.buf = b[:0]
-	s.seen = s.seen[:0]
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -127,25 +158,37 @@ func (s *procScanner) readMapsText(pd int) error {
 		if !ok {
 			continue
 		}
-		path := trimDeleted(e.Path)
-		if !s.w.candidate(path) || slices.Contains(s.seen, e.Ino) {
+		if m, ok := s.seenMap(e.Ino); ok {
+			if m.obs >= 0 && e.SharedWrite() {
+				s.obs[m.obs].mapWrite = true
+			}
 			continue
 		}
-		s.seen = append(s.seen, e.Ino)
-		s.addMapping(pd, path, e.Range, FileID{Dev: unix.Mkdev(e.Major, e.Minor), Ino: e.Ino})
+		id := FileID{Dev: s.w.statDev(unix.Mkdev(e.Major, e.Minor)), Ino: e.Ino}
+		path := trimDeleted(e.Path)
+		if _, indexed := s.w.ids[id]; !indexed && !(own && s.w.candidate(path) && s.w.roleBase(path)) {
+			s.maps = append(s.maps, mapSeen{ino: e.Ino, obs: -1})
+			continue
+		}
+		s.addMapping(pd, path, e.Range, id, own, e.SharedWrite())
 	}
 	return nil
 }
 
 // addMapping records a mapping of a watched file. map_files gives the
-// identity exactly as stat does (maps shows the superblock's device, which
-// differs on btrfs subvolumes); it needs CAP_SYS_ADMIN, so fall back to
-// the device and inode of the maps line.
-func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id FileID) {
-	o := observation{path: string(path), fd: -1, mapped: true, id: id}
+// identity exactly as stat does, and the link count; it needs
+// CAP_SYS_ADMIN, so without it the device and inode of the maps line
+// stand.
+func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id FileID, own, write bool) {
+	o := observation{path: string(path), fd: -1, mapped: true, id: id, own: own, mapWrite: write}
 	var st unix.Stat_t
 	if unix.Fstatat(pd, "map_files/"+string(vmaRange), &st, 0) == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			s.maps = append(s.maps, mapSeen{ino: id.Ino, obs: -1})
+			return
+		}
 		o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, uint64(st.Nlink), true
 	}
+	s.maps = append(s.maps, mapSeen{ino: id.Ino, obs: len(s.obs)})
 	s.obs = append(s.obs, o)
 }

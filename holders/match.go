@@ -3,12 +3,10 @@ package holders
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 )
 
 // deletedSuffix is what Linux appends to the link text of an unlinked
@@ -20,11 +18,15 @@ const deletedSuffix = " (deleted)"
 // matched against the stores.
 type observation struct {
 	path       string // the holder's view of the path, deletedSuffix stripped
+	host       string // the host's view, when known ("" otherwise)
 	fd         int    // -1 for a mapping
 	mapped     bool
 	id         FileID
 	nlink      uint64
 	nlinkKnown bool
+	own        bool // seen in the scan's own mount namespace: path is the host's view
+	fdWrite    bool // fd open O_WRONLY/O_RDWR
+	mapWrite   bool // shared writable mapping
 }
 
 // holding is one Held of one store (index into watch.targets).
@@ -33,7 +35,16 @@ type holding struct {
 	held  Held
 }
 
-// watch is the set of stores of one scan with what is at their paths now.
+// idRef is one role of one store that an inode plays.
+type idRef struct {
+	store   int
+	role    Role
+	current bool
+	path    string // where the host saw it (the role's path when current)
+}
+
+// watch is the set of stores of one scan with what is at their paths now,
+// and the index of every inode the scan looks for.
 type watch struct {
 	targets []Target
 	current []map[Role]FileState
@@ -44,10 +55,21 @@ type watch struct {
 	// see it (as given, and with symlinks resolved, which is what the
 	// kernel reports) to the stores in it.
 	byDir map[string][]int
+	// ids is the index the scan matches by: every current file of every
+	// store, and every inode of an earlier generation it was told of.
+	// An inode may play roles in several stores.
+	ids map[FileID][]idRef
+	// roleBases are the base names of every role of every store, for
+	// the name rule where directories cannot be compared.
+	roleBases map[string]bool
+	// kdev maps the device numbers the kernel prints in /proc/<pid>/maps
+	// and /proc/locks (the superblock's) to stat(2)'s where they differ
+	// (btrfs subvolumes).
+	kdev map[uint64]uint64
 }
 
-func newWatch(targets []Target) *watch {
-	w := &watch{byDir: make(map[string][]int)}
+func newWatch(targets []Target, known []KnownFile) *watch {
+	w := &watch{byDir: make(map[string][]int), ids: make(map[FileID][]idRef), roleBases: make(map[string]bool)}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
 		i := len(w.targets)
@@ -61,6 +83,12 @@ func newWatch(targets []Target) *watch {
 				statErr = errors.Join(statErr, err)
 			}
 			cur[r] = st
+			w.roleBases[filepath.Base(t.RolePath(r))] = true
+			// Only a regular file can be a store's file: a FIFO or a
+			// device node put at the path is nobody's generation.
+			if st.Exists && st.Mode.IsRegular() {
+				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r)})
+			}
 		}
 		w.current = append(w.current, cur)
 		dir := filepath.Dir(t.Path)
@@ -74,14 +102,42 @@ func newWatch(targets []Target) *watch {
 		if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
 			w.addDir(real, i)
 		}
+		w.addKernelDev(dir, dst)
+	}
+	for _, k := range known {
+		i := w.storeIndex(k.Store)
+		if i < 0 || k.ID.IsZero() || !slices.Contains(Roles, k.Role) {
+			continue
+		}
+		if slices.ContainsFunc(w.ids[k.ID], func(r idRef) bool { return r.store == i }) {
+			continue // current in this store: identity at the path wins
+		}
+		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path})
 	}
 	return w
+}
+
+func (w *watch) storeIndex(path string) int {
+	path = filepath.Clean(path)
+	return slices.IndexFunc(w.targets, func(t Target) bool { return t.Path == path })
+}
+
+func (w *watch) addID(id FileID, r idRef) {
+	w.ids[id] = append(w.ids[id], r)
 }
 
 func (w *watch) addDir(dir string, i int) {
 	if !slices.Contains(w.byDir[dir], i) {
 		w.byDir[dir] = append(w.byDir[dir], i)
 	}
+}
+
+// statDev translates a kernel-printed device to stat(2)'s encoding.
+func (w *watch) statDev(dev uint64) uint64 {
+	if d, ok := w.kdev[dev]; ok {
+		return d
+	}
+	return dev
 }
 
 func lstatState(path string) (FileState, error) {
@@ -118,7 +174,8 @@ func trimDeleted(p []byte) []byte {
 }
 
 // candidate reports whether a link or mapping path lies in a watched
-// directory. It is the filter applied before any stat.
+// directory. It is the cheap filter for processes of the scan's own mount
+// namespace, applied before any stat.
 func (w *watch) candidate(p []byte) bool {
 	dir, _, ok := splitDir(p)
 	if !ok {
@@ -128,49 +185,83 @@ func (w *watch) candidate(p []byte) bool {
 	return ok
 }
 
-// match classifies obs against every store in the observed directory:
-// by identity first (an inode at a role's path now is current, whatever
-// name the holder knows it by), then by name (an inode that is not at the
-// path but was opened under a role's name is an orphan of that role).
+// roleBase reports whether p's base name is a role's name in some store.
+func (w *watch) roleBase(p []byte) bool {
+	_, base, ok := splitDir(p)
+	return ok && w.roleBases[string(base)]
+}
+
+// wanted reports whether an observation could match anything: its inode
+// is indexed, or its name could make it an orphan by the name rule.
+func (w *watch) wanted(o *observation) bool {
+	if _, ok := w.ids[o.id]; ok {
+		return true
+	}
+	return w.roleBase([]byte(o.path))
+}
+
+// match classifies obs against every store: by identity first (an inode
+// at a role's path now is current, an inode of a known earlier generation
+// an orphan, whatever name the holder knows it by), then by name (an
+// inode never seen, opened under a role's name in the store's directory,
+// is an orphan of that role). The name rule compares directories as the
+// host sees them: an observation from another mount namespace takes part
+// only when its host path is known.
 func (w *watch) match(obs []observation) []holding {
 	var out []holding
 	for _, o := range obs {
-		dir, base, ok := splitDir([]byte(o.path))
+		if refs, ok := w.ids[o.id]; ok {
+			for _, r := range refs {
+				out = mergeHolding(out, holding{store: r.store, held: w.held(o, r.store, r.role, r.current, MatchInode, r.path)})
+			}
+			continue
+		}
+		where := o.path
+		if !o.own {
+			where = o.host
+		}
+		dir, base, ok := splitDir([]byte(where))
 		if !ok {
 			continue
 		}
 		for _, i := range w.byDir[string(dir)] {
-			h, ok := w.classify(i, string(base), o)
-			if ok {
-				out = mergeHolding(out, holding{store: i, held: h})
+			for _, r := range Roles {
+				if string(base) == w.base[i]+r.Suffix() {
+					out = mergeHolding(out, holding{store: i, held: w.held(o, i, r, false, MatchName, where)})
+				}
 			}
 		}
 	}
 	return out
 }
 
-func (w *watch) classify(i int, base string, o observation) (Held, bool) {
-	h := Held{Path: o.path, FD: o.fd, Mapped: o.mapped, ID: o.id, Nlink: o.nlink}
-	for _, r := range Roles {
-		if st := w.current[i][r]; st.Exists && st.ID == o.id {
-			h.Role, h.Current = r, true
-			if !o.nlinkKnown {
-				h.Nlink = st.Nlink
-			}
-			return h, true
-		}
+// held turns an observation into the Held of one role.
+func (w *watch) held(o observation, store int, r Role, current bool, m Match, knownPath string) Held {
+	h := Held{Role: r, Path: o.path, HostPath: o.host, FD: o.fd, Mapped: o.mapped, ID: o.id, Nlink: o.nlink,
+		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead}
+	if o.own && h.HostPath == "" {
+		h.HostPath = o.path
 	}
-	for _, r := range Roles {
-		if base == w.base[i]+r.Suffix() {
-			h.Role = r
-			return h, true
-		}
+	if h.HostPath == "" && current {
+		h.HostPath = knownPath
 	}
-	return Held{}, false
+	if current && !o.nlinkKnown {
+		h.Nlink = w.current[store][r].Nlink
+	}
+	if o.fd >= 0 {
+		h.Evidence = append(h.Evidence, EvidenceFD)
+	}
+	if o.mapped {
+		h.Evidence = append(h.Evidence, EvidenceMap)
+	}
+	if h.FDWrite || h.MapWrite {
+		h.Access = AccessWrite
+	}
+	return h
 }
 
-// mergeHolding adds h, folding an fd and a mapping of one inode into one
-// Held that keeps the lowest fd.
+// mergeHolding adds h, folding fds, mappings and locks of one inode into
+// one Held that keeps the lowest fd (and its paths) and every evidence.
 func mergeHolding(hs []holding, h holding) []holding {
 	for j := range hs {
 		o := &hs[j]
@@ -178,140 +269,41 @@ func mergeHolding(hs []holding, h holding) []holding {
 			continue
 		}
 		o.held.Mapped = o.held.Mapped || h.held.Mapped
+		o.held.FDWrite = o.held.FDWrite || h.held.FDWrite
+		o.held.MapWrite = o.held.MapWrite || h.held.MapWrite
+		o.held.Current = o.held.Current || h.held.Current
 		if h.held.FD >= 0 && (o.held.FD < 0 || h.held.FD < o.held.FD) {
 			o.held.FD = h.held.FD
 			o.held.Path = h.held.Path
+			if h.held.HostPath != "" {
+				o.held.HostPath = h.held.HostPath
+			}
 		}
+		if o.held.HostPath == "" {
+			o.held.HostPath = h.held.HostPath
+		}
+		if o.held.Path == "" {
+			o.held.Path = h.held.Path
+		}
+		for _, e := range h.held.Evidence {
+			if !o.held.has(e) {
+				o.held.Evidence = append(o.held.Evidence, e)
+			}
+		}
+		o.held.Access = mergeAccess(o.held.Access, h.held.Access)
 		return hs
 	}
 	return append(hs, h)
 }
 
-// blindProc is an uninspectable process; groups reports its groups when it
-// can (only needed for files whose group bits matter).
-type blindProc struct {
-	Blind
-	groups func() ([]int, bool)
-}
-
-// collector gathers one scan's findings.
-type collector struct {
-	w       *watch
-	holders [][]Process
-	blind   []blindProc
-}
-
-func newCollector(w *watch) *collector {
-	return &collector{w: w, holders: make([][]Process, len(w.targets))}
-}
-
-// add records p as a holder of the stores in hs.
-func (c *collector) add(p Process, hs []holding) {
-	for i := range c.w.targets {
-		var files []Held
-		for _, h := range hs {
-			if h.store == i {
-				files = append(files, h.held)
-			}
-		}
-		if len(files) == 0 {
-			continue
-		}
-		sort.Slice(files, func(a, b int) bool { return roleIndex(files[a].Role) < roleIndex(files[b].Role) })
-		q := p
-		q.Cmdline = slices.Clone(p.Cmdline)
-		q.Files = files
-		c.holders[i] = append(c.holders[i], q)
-	}
-}
-
-func roleIndex(r Role) int { return slices.Index(Roles, r) }
-
-// merge adds what another collector of the same watch found.
-func (c *collector) merge(o *collector) {
-	for i := range c.holders {
-		c.holders[i] = append(c.holders[i], o.holders[i]...)
-	}
-	c.blind = append(c.blind, o.blind...)
-}
-
-func (c *collector) addBlind(b Blind, groups func() ([]int, bool)) {
-	c.blind = append(c.blind, blindProc{Blind: b, groups: groups})
-}
-
-func (c *collector) result() *Result {
-	res := &Result{Stores: make([]StoreResult, len(c.w.targets))}
-	for i, t := range c.w.targets {
-		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i]}
-		sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })
-		if err := c.w.statErr[i]; err != nil {
-			s.Blind = append(s.Blind, Blind{UID: -1, Reason: fmt.Sprintf("cannot stat the store's files (%v): holders cannot be told current from orphan", err)})
-		}
-		for _, b := range c.blind {
-			if couldOpen(b, c.w.dir[i], s.Current) {
-				s.Blind = append(s.Blind, b.Blind)
-			}
-		}
-		s.Verdict = verdict(&s)
-		res.Stores[i] = s
-	}
-	return res
-}
-
-func verdict(s *StoreResult) Verdict {
+// mergeAccess: write beats read beats unknown (an fd read shows what a
+// lock could not).
+func mergeAccess(a, b Access) Access {
 	switch {
-	case len(s.Holders) > 0:
-		return VerdictHeld
-	case len(s.Blind) > 0:
-		return VerdictUnknown
+	case a == AccessWrite || b == AccessWrite:
+		return AccessWrite
+	case a == AccessRead || b == AccessRead:
+		return AccessRead
 	}
-	return VerdictClear
-}
-
-// couldOpen reports whether an uninspectable process might hold the
-// store's files: whether its uid could open them now. When in doubt, yes.
-func couldOpen(b blindProc, dir FileState, files map[Role]FileState) bool {
-	if b.UID <= 0 || !dir.Exists {
-		return true
-	}
-	if !mayAccess(b, dir, 0o1) {
-		return false
-	}
-	any := false
-	for _, r := range Roles {
-		st := files[r]
-		if !st.Exists {
-			continue
-		}
-		any = true
-		if mayAccess(b, st, 0o6) {
-			return true
-		}
-	}
-	// Nothing at the path to judge by: an orphan may be all there is.
-	return !any
-}
-
-// mayAccess reports whether b's uid may get any of the permission bits
-// (in the "other" position) on st, or owns it and so could chmod it.
-func mayAccess(b blindProc, st FileState, bits fs.FileMode) bool {
-	perm := st.Mode.Perm()
-	if b.UID == st.UID || perm&bits != 0 {
-		return true
-	}
-	if perm&(bits<<3) == 0 {
-		return false
-	}
-	if b.groups == nil {
-		return true
-	}
-	gids, ok := b.groups()
-	return !ok || slices.Contains(gids, st.GID)
-}
-
-// Scan inspects every process on the host for inodes of targets, current
-// or orphaned. A process that cannot be inspected makes a store Unknown
-// only when its uid could open that store's files.
-func Scan(targets []Target) (*Result, error) {
-	return scanAll(targets, nil)
+	return AccessUnknown
 }

@@ -2,6 +2,7 @@ package holders
 
 import (
 	"io/fs"
+	"slices"
 	"testing"
 )
 
@@ -62,28 +63,43 @@ func TestMatchFoldsFdAndMapping(t *testing.T) {
 		base:    []string{"state.db"},
 		current: []map[Role]FileState{{RoleSHM: {Exists: true, ID: FileID{1, 30}, Nlink: 1}}},
 		byDir:   map[string][]int{"/d": {0}},
+		ids: map[FileID][]idRef{
+			{1, 30}: {{store: 0, role: RoleSHM, current: true, path: "/d/state.db-shm"}},
+			{1, 40}: {{store: 0, role: RoleMain, path: "/d/state.db"}}, // a known earlier main
+		},
+		roleBases: map[string]bool{"state.db": true, "state.db-wal": true, "state.db-shm": true},
 	}
 	hs := w.match([]observation{
-		{path: "/d/state.db-shm", fd: -1, mapped: true, id: FileID{1, 30}},
-		{path: "/d/state.db-shm", fd: 9, id: FileID{1, 30}, nlink: 1, nlinkKnown: true},
-		{path: "/d/state.db-shm", fd: 5, id: FileID{1, 30}, nlink: 1, nlinkKnown: true},
-		{path: "/d/state.db", fd: 4, id: FileID{1, 10}},     // renamed over: orphan by name
-		{path: "/d/other.db", fd: 6, id: FileID{1, 11}},     // not the store's
-		{path: "/e/state.db", fd: 7, id: FileID{1, 12}},     // not a watched dir
-		{path: "/d/state.db-wal", fd: 8, id: FileID{1, 20}}, // unlinked wal
+		{path: "/d/state.db-shm", fd: -1, mapped: true, id: FileID{1, 30}, own: true, mapWrite: true},
+		{path: "/d/state.db-shm", fd: 9, id: FileID{1, 30}, nlink: 1, nlinkKnown: true, own: true},
+		{path: "/d/state.db-shm", fd: 5, id: FileID{1, 30}, nlink: 1, nlinkKnown: true, own: true, fdWrite: true},
+		{path: "/d/state.db", fd: 4, id: FileID{1, 10}, own: true},       // renamed over: orphan by name
+		{path: "/d/other.db", fd: 6, id: FileID{1, 11}, own: true},       // not the store's
+		{path: "/e/state.db", fd: 7, id: FileID{1, 12}, own: true},       // not a watched dir
+		{path: "/d/state.db-wal", fd: 8, id: FileID{1, 20}, own: true},   // unlinked wal
+		{path: "/d/state.db.old", fd: 3, id: FileID{1, 40}, own: true},   // the known main, renamed aside
+		{path: "/c/state.db-wal", fd: 11, id: FileID{1, 21}, own: false}, // another namespace, host path unknown
+		{path: "/c/x", fd: 12, id: FileID{1, 22}, own: false, host: "/d/state.db-wal"},
 	})
-	if len(hs) != 3 {
+	if len(hs) != 5 {
 		t.Fatalf("holdings %+v", hs)
 	}
 	shm := hs[0].held
-	if shm.Role != RoleSHM || !shm.Current || !shm.Mapped || shm.FD != 5 || shm.Nlink != 1 {
+	if shm.Role != RoleSHM || !shm.Current || !shm.Mapped || shm.FD != 5 || shm.Nlink != 1 || shm.Match != MatchInode ||
+		!shm.FDWrite || !shm.MapWrite || shm.Access != AccessWrite || !slices.Equal(shm.Evidence, []Evidence{EvidenceMap, EvidenceFD}) {
 		t.Errorf("shm %+v", shm)
 	}
-	if m := hs[1].held; m.Role != RoleMain || m.Current || m.FD != 4 {
+	if m := hs[1].held; m.Role != RoleMain || m.Current || m.FD != 4 || m.Match != MatchName || m.Access != AccessRead {
 		t.Errorf("main %+v", m)
 	}
-	if wal := hs[2].held; wal.Role != RoleWAL || wal.Current || wal.FD != 8 {
+	if wal := hs[2].held; wal.Role != RoleWAL || wal.Current || wal.FD != 8 || wal.HostPath != "/d/state.db-wal" {
 		t.Errorf("wal %+v", wal)
+	}
+	if old := hs[3].held; old.Role != RoleMain || old.Current || old.FD != 3 || old.Match != MatchInode || old.HostPath != "/d/state.db.old" {
+		t.Errorf("renamed main %+v", old)
+	}
+	if c := hs[4].held; c.Role != RoleWAL || c.Current || c.FD != 12 || c.Path != "/c/x" || c.HostPath != "/d/state.db-wal" {
+		t.Errorf("other namespace %+v", c)
 	}
 	if !w.candidate([]byte("/d/anything")) || w.candidate([]byte("/dx/state.db")) || w.candidate([]byte("socket:[123]")) {
 		t.Error("candidate filter")

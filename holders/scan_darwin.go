@@ -13,11 +13,20 @@ import (
 
 // On macOS the scan lists every pid with proc_listpids, each process's
 // fds with PROC_PIDLISTFDS, and asks PROC_PIDFDVNODEPATHINFO for every
-// file fd, which returns path, device, inode and link count in one call.
-// Mappings are not inspected: SQLite keeps an fd on every file it maps.
-// The path of an unlinked vnode may be empty, so an orphan whose name is
-// gone is found only by identity; the supervisor pins every current
-// generation on macOS for that reason.
+// file fd, which returns path, device, inode, link count and open flags
+// in one call, so every file fd is matched by inode. Mappings are not
+// inspected: SQLite keeps an fd on every file it maps. The path of an
+// unlinked vnode may be empty, so an orphan whose name is gone is found
+// only by identity; the supervisor pins every current generation on
+// macOS for that reason.
+//
+// Other users' processes refuse PROC_PIDLISTFDS unless the scan runs as
+// root, and macOS has no system-wide lock table an unprivileged process
+// may read (fcntl F_GETLK names one lock owner at a time and cannot show
+// that no hidden holder stands behind a visible one). So RuleLocks has no
+// evidence to clear them with: a LaunchAgent's scan counts every
+// uninspectable process that could open the store as under RuleStrict,
+// and is unknown while one exists; the LaunchDaemon (root) sees all.
 
 func fileState(fi fs.FileInfo) FileState {
 	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
@@ -30,7 +39,7 @@ func fileState(fi fs.FileInfo) FileState {
 	return st
 }
 
-func scanAll(targets []Target, known map[int]Process) (*Result, error) {
+func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
 	n := procListPids(nil)
 	if n <= 0 {
@@ -42,7 +51,7 @@ func scanAll(targets []Target, known map[int]Process) (*Result, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("proc_listpids: no answer (%d)", n)
 	}
-	s := newDarwinScanner(targets, known)
+	s := newDarwinScanner(targets, known, o)
 	for _, pid := range decodePids(buf[:n]) {
 		if pid != s.self {
 			s.inspect(pid)
@@ -53,9 +62,9 @@ func scanAll(targets []Target, known map[int]Process) (*Result, error) {
 	return res, nil
 }
 
-func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, error) {
+func scanPids(targets []Target, pids []int, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
-	s := newDarwinScanner(targets, known)
+	s := newDarwinScanner(targets, known, o)
 	for _, pid := range pids {
 		if pid != s.self {
 			s.inspect(pid)
@@ -77,10 +86,10 @@ type darwinScanner struct {
 	obs   []observation
 }
 
-func newDarwinScanner(targets []Target, known map[int]Process) *darwinScanner {
-	w := newWatch(targets)
+func newDarwinScanner(targets []Target, known map[int]Process, o Options) *darwinScanner {
+	w := newWatch(targets, o.Known)
 	return &darwinScanner{
-		w: w, c: newCollector(w), known: known, self: os.Getpid(),
+		w: w, c: newCollector(w, o, os.Geteuid()), known: known, self: os.Getpid(),
 		fds: make([]byte, 256*procFDInfoSize), vnode: make([]byte, vnodeFDInfoWithPathSize),
 		bsd: make([]byte, procBSDInfoSize),
 	}
@@ -138,11 +147,16 @@ func (s *darwinScanner) inspect(pid int) {
 			continue // closed since the listing
 		}
 		v, err := decodeVnodeFDInfoWithPath(s.vnode)
-		if err != nil || !s.w.candidate([]byte(v.Path)) {
+		if err != nil || v.Mode&syscall.S_IFMT != syscall.S_IFREG {
 			continue
 		}
-		s.obs = append(s.obs, observation{path: v.Path, fd: fd.FD, id: v.ID, nlink: v.Nlink, nlinkKnown: true})
+		o := observation{path: v.Path, fd: fd.FD, id: v.ID, nlink: v.Nlink, nlinkKnown: true, own: true,
+			fdWrite: v.OpenFlags&fWrite != 0}
+		if s.w.wanted(&o) {
+			s.obs = append(s.obs, o)
+		}
 	}
+	s.c.inspected[pid] = true
 	hs := s.w.match(s.obs)
 	if len(hs) == 0 {
 		return
@@ -151,7 +165,7 @@ func (s *darwinScanner) inspect(pid int) {
 		s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: "holds a watched file but proc_pidinfo(PROC_PIDTBSDINFO) failed: its start time is unknown"}, nil)
 		return
 	}
-	p := Process{Pid: pid, StartTicks: info.StartMicros, StartTime: time.UnixMicro(int64(info.StartMicros)), UID: info.RUID}
+	p := Process{Pid: pid, StartTicks: info.StartMicros, StartTime: time.UnixMicro(int64(info.StartMicros)), UID: info.RUID, Inspected: true}
 	if k, found := s.known[pid]; found && k.StartTicks == p.StartTicks {
 		p.User, p.Exe, p.Cmdline = k.User, k.Exe, k.Cmdline
 	} else {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,44 +28,53 @@ func fileState(fi fs.FileInfo) FileState {
 	return st
 }
 
-func scanAll(targets []Target, known map[int]Process) (*Result, error) {
+func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
 	proc, err := openProc()
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(proc)
-	w := newWatch(targets)
+	e := newScanEnv(newWatch(targets, o.Known), proc, known, o)
 	pids, err := listPids(proc, make([]byte, 32<<10))
 	if err != nil {
 		return nil, err
 	}
-	c := inspectAll(w, proc, pids, known)
-	if os.Geteuid() != 0 {
-		if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || hidesProcesses(b) {
-			c.addBlind(Blind{UID: -1, Reason: "/proc is mounted with hidepid=invisible: other users' processes are not listed; scan as root"}, nil)
-		}
+	c := inspectAll(e, pids)
+	if e.hidepid {
+		c.addBlind(Blind{UID: -1, Scope: ScopeScan, Reason: "/proc is mounted with hidepid=invisible: other users' processes, and this user's undumpable ones, are not listed; scan as root"}, nil)
 	}
+	e.finish(c, true)
 	res := c.result()
 	res.Took = time.Since(start)
 	return res, nil
 }
 
-func scanPids(targets []Target, pids []int, known map[int]Process) (*Result, error) {
+// scanPids inspects only pids, plus every process the lock table shows
+// holding a lock on a watched inode (a SQLite connection opened since the
+// caller last looked).
+func scanPids(targets []Target, pids []int, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
 	proc, err := openProc()
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(proc)
-	w := newWatch(targets)
-	s := newProcScanner(w, proc, known)
+	e := newScanEnv(newWatch(targets, o.Known), proc, known, o)
+	want := slices.Clone(pids)
+	for pid := range e.locks.byPid {
+		want = append(want, pid)
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	s := newProcScanner(e, newCollector(e.w, o, e.euid))
 	defer s.release()
-	for _, pid := range pids {
-		if pid != s.self {
+	for _, pid := range want {
+		if pid != e.self {
 			s.inspect(pid)
 		}
 	}
+	e.finish(s.c, false)
 	res := s.c.result()
 	res.Took = time.Since(start)
 	return res, nil
@@ -78,16 +88,56 @@ func openProc() (int, error) {
 	return proc, nil
 }
 
+// scanEnv is what every worker of one scan shares, read-only while they
+// run.
+type scanEnv struct {
+	w       *watch
+	proc    int
+	known   map[int]Process
+	opts    Options
+	euid    int
+	self    int
+	selfNS  uint64 // the scan's mount namespace (inode of /proc/self/ns/mnt)
+	hidepid bool   // /proc hides processes from this (unprivileged) scan
+	locks   *lockTable
+	// hostMounts is the scan's own mount table, read when first needed.
+	hostMounts func() []mountEntry
+}
+
+func newScanEnv(w *watch, proc int, known map[int]Process, o Options) *scanEnv {
+	e := &scanEnv{w: w, proc: proc, known: known, opts: o, euid: os.Geteuid(), self: os.Getpid()}
+	e.selfNS, _ = selfMountNS()
+	if e.euid != 0 {
+		if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || hidesProcesses(b) {
+			e.hidepid = true
+		}
+	}
+	e.hostMounts = sync.OnceValue(func() []mountEntry {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return nil
+		}
+		return parseMountinfo(b)
+	})
+	b, err := readAt(proc, "locks", nil)
+	if err != nil {
+		e.locks = &lockTable{err: err}
+	} else {
+		e.locks = newLockTable(b, w)
+	}
+	return e
+}
+
 // inspectAll spreads the pids over one worker per CPU: the scan's cost is
 // almost all system calls into procfs, which run in parallel.
-func inspectAll(w *watch, proc int, pids []int, known map[int]Process) *collector {
+func inspectAll(e *scanEnv, pids []int) *collector {
 	workers := min(runtime.GOMAXPROCS(0), 8, max(len(pids)/64, 1))
 	scanners := make([]*procScanner, workers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	const chunk = 16
 	for i := range scanners {
-		s := newProcScanner(w, proc, known)
+		s := newProcScanner(e, newCollector(e.w, e.opts, e.euid))
 		scanners[i] = s
 		wg.Go(func() {
 			for {
@@ -113,20 +163,31 @@ func inspectAll(w *watch, proc int, pids []int, known map[int]Process) *collecto
 }
 
 // procScanner walks /proc with reusable buffers: every process costs a
-// getdents and a readlink per fd, and a stat only for the few links that
-// point into a watched directory.
+// stat of its mount namespace, a getdents and a readlink per fd, and a
+// stat only for the links that point into a watched directory, name a
+// path it has not seen in that namespace yet, or live in another mount
+// namespace.
 type procScanner struct {
+	e     *scanEnv
 	w     *watch
 	c     *collector
-	known map[int]Process
-	proc  int
-	self  int
 	dents []byte
 	link  []byte
 	buf   []byte
 	obs   []observation
-	seen  []uint64
-	names map[FileID]bool // per scan: is a mapped inode's path in a watched dir
+	maps  []mapSeen
+	names map[FileID]bool // per scan: is a mapped inode's path a candidate (own namespace)
+	// paths caches, per mount namespace, what a linked (not deleted)
+	// path names: one path is one dentry at a time, so one stat per
+	// path and scan tells every process of that namespace.
+	paths map[uint64]map[string]statFacts
+}
+
+// statFacts is what a stat of an fd says.
+type statFacts struct {
+	id      FileID
+	nlink   uint64
+	regular bool
 }
 
 // scanBuffers are a scanner's reusable buffers, pooled so a targeted scan
@@ -142,11 +203,12 @@ var bufferPool = sync.Pool{New: func() any {
 	}
 }}
 
-func newProcScanner(w *watch, proc int, known map[int]Process) *procScanner {
+func newProcScanner(e *scanEnv, c *collector) *procScanner {
 	b := bufferPool.Get().(*scanBuffers)
 	return &procScanner{
-		w: w, c: newCollector(w), known: known, proc: proc, self: os.Getpid(),
+		e: e, w: e.w, c: c,
 		dents: b.dents, link: b.link, buf: b.buf, names: make(map[FileID]bool),
+		paths: make(map[uint64]map[string]statFacts),
 	}
 }
 
@@ -206,112 +268,6 @@ func gone(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
 }
 
-// inspect looks at one process. Everything is read relative to one open
-// /proc/<pid> directory, which stays bound to the process it was opened
-// for: if the pid is recycled meanwhile, reads fail instead of mixing two
-// processes' facts.
-func (s *procScanner) inspect(pid int) {
-	name := strconv.Itoa(pid)
-	pd, err := unix.Openat(s.proc, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if !gone(err) {
-			s.c.addBlind(Blind{Pid: pid, UID: -1, Reason: fmt.Sprintf("open /proc/%d: %v", pid, err)}, nil)
-		}
-		return
-	}
-	defer unix.Close(pd)
-	s.obs = s.obs[:0]
-	if err := s.readFDs(pd); err != nil {
-		if !gone(err) {
-			s.blind(pd, pid, fmt.Sprintf("read /proc/%d/fd: %v", pid, err))
-		}
-		return
-	}
-	if err := s.readMaps(pd); err != nil {
-		if !gone(err) {
-			s.blind(pd, pid, fmt.Sprintf("read /proc/%d/maps: %v", pid, err))
-		}
-		return
-	}
-	hs := s.w.match(s.obs)
-	if len(hs) == 0 {
-		return
-	}
-	p, err := s.describe(pd, pid)
-	if err != nil {
-		return // exited: it holds nothing any more
-	}
-	s.c.add(p, hs)
-}
-
-func (s *procScanner) blind(pd, pid int, reason string) {
-	uid := -1
-	var st unix.Stat_t
-	if unix.Fstat(pd, &st) == nil {
-		// /proc/<pid> is owned by the process's effective uid (root when
-		// it is not dumpable, which only widens what counts).
-		uid = int(st.Uid)
-	}
-	// status stays readable when fd and maps are not. Read it now, while
-	// pd still names this process: its groups decide whether group
-	// permissions let it open a store.
-	var groups []int
-	known := false
-	if uid != 0 {
-		if b, err := readAt(pd, "status", nil); err == nil {
-			if euid, g, err := parseStatusIDs(b); err == nil {
-				uid, groups, known = euid, g, true
-			}
-		}
-	}
-	s.c.addBlind(Blind{Pid: pid, UID: uid, Reason: reason}, func() ([]int, bool) { return groups, known })
-}
-
-func (s *procScanner) readFDs(pd int) error {
-	fdd, err := unix.Openat(pd, "fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fdd)
-	// Listing the fd directory can succeed where reading the links fails
-	// (a process with capabilities beyond ours): that is a blind process
-	// too, not an empty one.
-	var linkErr error
-	err = readDirNames(fdd, s.dents, func(name []byte) {
-		fd, ok := parseInt(name)
-		if !ok || linkErr != nil {
-			return
-		}
-		fdName := fdString(fd)
-		n, err := unix.Readlinkat(fdd, fdName, s.link)
-		if err != nil {
-			if err != unix.ENOENT { // ENOENT: closed since getdents
-				linkErr = err
-			}
-			return
-		}
-		path := trimDeleted(s.link[:n])
-		if !s.w.candidate(path) {
-			return
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(fdd, fdName, &st, 0); err != nil {
-			if err != unix.ENOENT {
-				linkErr = err
-			}
-			return
-		}
-		s.obs = append(s.obs, observation{
-			path: string(path), fd: fd, id: FileID{Dev: st.Dev, Ino: st.Ino},
-			nlink: uint64(st.Nlink), nlinkKnown: true,
-		})
-	})
-	if err != nil {
-		return err
-	}
-	return linkErr
-}
-
 // readAt reads a whole /proc file relative to dirfd into buf (grown as
 // needed); procfs files report size 0, so it reads until EOF.
 func readAt(dirfd int, name string, buf []byte) ([]byte, error) {
@@ -352,7 +308,11 @@ func (s *procScanner) describe(pd, pid int) (Process, error) {
 		return Process{}, err
 	}
 	p := Process{Pid: pid, StartTicks: st.StartTicks, StartTime: ticksTime(st.StartTicks), UID: -1}
-	if k, ok := s.known[pid]; ok && k.StartTicks == st.StartTicks {
+	if b, err := readAt(pd, "status", s.buf); err == nil {
+		p.NSPid = parseNSPid(b)
+		s.buf = b[:0]
+	}
+	if k, ok := s.e.known[pid]; ok && k.StartTicks == st.StartTicks {
 		p.UID, p.User, p.Exe, p.Cmdline = k.UID, k.User, k.Exe, k.Cmdline
 		return p, nil
 	}

@@ -1,10 +1,8 @@
 package holders
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,66 +282,6 @@ func TestScanMatchesByIdentityNotName(t *testing.T) {
 	}
 }
 
-// helperBinary copies the test binary where an unprivileged user can run it.
-func helperBinary(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	openUp(t, dir)
-	bin := filepath.Join(dir, "scanhelper")
-	in, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(bin, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-// openUp makes dir and its test-owned parents traversable by others.
-func openUp(t *testing.T, dir string) {
-	t.Helper()
-	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-const nobody = 65534
-
-func scanAs(t *testing.T, uid uint32, db string) *StoreResult {
-	t.Helper()
-	cmd := exec.Command(helperBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), scanHelperEnv+"="+db)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scan helper as uid %d: %v", uid, err)
-	}
-	var res Result
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("decode %q: %v", out, err)
-	}
-	if len(res.Stores) != 1 {
-		t.Fatalf("helper returned %d stores", len(res.Stores))
-	}
-	return &res.Stores[0]
-}
-
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -351,28 +289,9 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-func TestUnprivilegedScanOfRootWriterIsUnknown(t *testing.T) {
-	requireRoot(t)
-	db, w := startStore(t)
-	openUp(t, filepath.Dir(db))
-	s := scanAs(t, nobody, db)
-	if s.Verdict != VerdictUnknown {
-		t.Fatalf("unprivileged scan says %s, want unknown: %+v", s.Verdict, s)
-	}
-	if len(s.Holders) != 0 {
-		t.Errorf("nobody saw holders it cannot inspect: %+v", s.Holders)
-	}
-	i := slices.IndexFunc(s.Blind, func(b Blind) bool { return b.Pid == w.Pid })
-	if i < 0 {
-		t.Fatalf("writer %d not among the blind processes: %+v", w.Pid, s.Blind)
-	}
-	if b := s.Blind[i]; b.UID != 0 || !strings.Contains(b.Reason, "permission denied") {
-		t.Errorf("blind entry %+v", b)
-	}
-}
-
 // An unprivileged user still sees its own processes: a writer running as
-// nobody is reported held, with the root processes it could not inspect.
+// nobody is reported held; root's processes, which it cannot inspect and
+// which hold no lock on the store, are summarized, not listed.
 func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
@@ -385,18 +304,28 @@ func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
 		DB: db, Create: true, Rate: 50, Ack: filepath.Join(dir, "ack"),
 		Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
 	})
-	s := scanAs(t, nobody, db)
-	if s.Verdict != VerdictHeld {
-		t.Fatalf("verdict %s, want held: %+v", s.Verdict, s)
+	s := scanAs(t, nobody, RuleLocks, db)
+	if s.Verdict != VerdictHeld || len(s.Holders) != 1 {
+		t.Fatalf("verdict %s, want held by the writer alone: %+v", s.Verdict, s)
 	}
 	p := holder(t, s, w.Pid)
 	wantHeld(t, p, map[Role]bool{RoleMain: true, RoleWAL: true, RoleSHM: true}, s.Current)
-	if p.UID != nobody {
-		t.Errorf("uid %d", p.UID)
+	if p.UID != nobody || !p.Inspected || p.Access != AccessWrite {
+		t.Errorf("uid %d inspected %v access %s", p.UID, p.Inspected, p.Access)
 	}
-	if len(s.Blind) == 0 {
-		t.Error("root processes are uninspectable by nobody and could open the store: want them listed")
+	if len(s.Blind) != 0 {
+		t.Errorf("processes listed one by one: %+v", s.Blind)
 	}
+	if s.Uninspected.Count == 0 || !strings.Contains(s.Uninspected.Summary, "of other users not inspected; none holds a lock on this store") {
+		t.Errorf("root's processes are not summarized: %+v", s.Uninspected)
+	}
+	noKernelThreads(t, s)
+	// The strict rule lists them, as before.
+	strict := scanAs(t, nobody, RuleStrict, db)
+	if strict.Verdict != VerdictHeld || len(strict.Blind) == 0 || strict.Uninspected.Count != 0 {
+		t.Errorf("strict: verdict %s, blind %d, summarized %d", strict.Verdict, len(strict.Blind), strict.Uninspected.Count)
+	}
+	noKernelThreads(t, strict)
 }
 
 // A process that mapped the store and closed its fd is still a holder,
@@ -470,7 +399,7 @@ func TestUnprivilegedScanOfUnreadableStoreIsUnknown(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	s := scanAs(t, nobody, db)
+	s := scanAs(t, nobody, RuleLocks, db)
 	if s.Verdict != VerdictUnknown {
 		t.Fatalf("verdict %s, want unknown", s.Verdict)
 	}

@@ -12,20 +12,20 @@ func fileState(fi fs.FileInfo) FileState {
 	return FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
 }
 
-func unsupported(targets []Target) *Result {
+func unsupported(targets []Target, o Options) *Result {
 	start := time.Now()
-	w := newWatch(targets)
-	c := newCollector(w)
-	c.addBlind(Blind{UID: -1, Reason: "no holder scan on " + runtime.GOOS + ": processes cannot be inspected"}, nil)
+	w := newWatch(targets, o.Known)
+	c := newCollector(w, o, -1)
+	c.addBlind(Blind{UID: -1, Scope: ScopeScan, Reason: "no holder scan on " + runtime.GOOS + ": processes cannot be inspected"}, nil)
 	res := c.result()
 	res.Took = time.Since(start)
 	return res
 }
 
-func scanAll(targets []Target, _ map[int]Process) (*Result, error) {
-	return unsupported(targets), nil
+func scanAll(targets []Target, _ map[int]Process, o Options) (*Result, error) {
+	return unsupported(targets, o), nil
 }
 
-func scanPids(targets []Target, _ []int, _ map[int]Process) (*Result, error) {
-	return unsupported(targets), nil
+func scanPids(targets []Target, _ []int, _ map[int]Process, o Options) (*Result, error) {
+	return unsupported(targets, o), nil
 }
