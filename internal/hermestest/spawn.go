@@ -35,6 +35,7 @@ type WriterOptions struct {
 	CancelLocksEvery int     // open+close state.db every N commits; 0 never
 	Linger           bool    // keep the connection open after Count
 	ToolEvery        int     // every Nth message is a tool call + result
+	NonDumpable      bool    // prctl(PR_SET_DUMPABLE, 0): its fds unreadable even by its own user (Linux)
 	Credential       *syscall.Credential
 	Stderr           io.Writer
 }
@@ -115,6 +116,9 @@ func (o WriterOptions) Args() []string {
 	}
 	if o.ToolEvery > 0 {
 		args = append(args, "-tool-every", strconv.Itoa(o.ToolEvery))
+	}
+	if o.NonDumpable {
+		args = append(args, "-nondumpable")
 	}
 	return args
 }

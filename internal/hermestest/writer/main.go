@@ -47,6 +47,7 @@ type options struct {
 	cancelLocks     int
 	linger          bool
 	toolEvery       int
+	nondumpable     bool
 }
 
 func main() {
@@ -62,10 +63,17 @@ func main() {
 	flag.IntVar(&o.cancelLocks, "cancel-locks-every", 0, "every N commits open and close state.db, cancelling this process's POSIX locks (the SQLite pitfall); 0 never")
 	flag.BoolVar(&o.linger, "linger", false, "after -count messages keep the connection open until signalled")
 	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
+	flag.BoolVar(&o.nondumpable, "nondumpable", false, "prctl(PR_SET_DUMPABLE, 0) first: even its own user cannot read its fds (Linux)")
 	flag.Parse()
 	if o.db == "" {
 		fmt.Fprintln(os.Stderr, "writer: -db is required")
 		os.Exit(2)
+	}
+	if o.nondumpable {
+		if err := setNondumpable(); err != nil {
+			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
