@@ -3,9 +3,13 @@ package holders
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 func TestCacheTargetedFollowsKnownHolders(t *testing.T) {
@@ -104,4 +108,63 @@ func TestCacheConcurrentUse(t *testing.T) {
 	if !ok || len(s.Holders) != 1 || s.Holders[0].Pid != w.Pid {
 		t.Fatalf("known: %v %+v", ok, s.Holders)
 	}
+}
+
+// The cache remembers the inodes of every generation it saw while
+// someone holds them, and forgets them once a full scan finds nobody;
+// what a caller remembers for it counts the same way.
+func TestCacheRemembersGenerations(t *testing.T) {
+	db, w := startStore(t)
+	var c Cache
+	res, err := c.Scan([]Target{{Path: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := res.Stores[0].Current
+	if n := len(c.KnownFiles(Target{Path: db})); n != 3 {
+		t.Fatalf("%d inodes known after one scan, want the 3 at the path", n)
+	}
+	renameOver(t, db)
+	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
+		t.Fatal(err)
+	}
+	known := c.KnownFiles(Target{Path: db})
+	if !slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old[RoleMain].ID && k.Role == RoleMain }) {
+		t.Fatalf("the held old main %v is forgotten: %+v", old[RoleMain].ID, known)
+	}
+	w.Kill()
+	<-w.Done()
+	extra := KnownFile{Store: db, Role: RoleWAL, ID: FileID{Dev: old[RoleMain].ID.Dev, Ino: 1 << 40}}
+	c.Remember(extra)
+	if !slices.Contains(c.KnownFiles(Target{Path: db}), extra) {
+		t.Fatal("Remember did not add the inode")
+	}
+	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range c.KnownFiles(Target{Path: db}) {
+		if k.ID == old[RoleMain].ID || k == extra {
+			t.Errorf("%+v still known after a full scan found no holder", k)
+		}
+	}
+}
+
+// A targeted scan also looks at every process the lock table shows on the
+// store: a SQLite connection opened since the last full scan is found
+// without being named.
+func TestCacheTargetedFindsNewConnectionByLock(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	var c Cache
+	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
+		t.Fatal(err)
+	}
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 50})
+	s, err := c.Targeted(Target{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder(t, s, w.Pid)
 }

@@ -177,14 +177,11 @@ func summarize(bs []Blind, euid int) Uninspected {
 	if u.Count == 1 {
 		procs = "process"
 	}
-	who := fmt.Sprintf("%d %s of other users", u.Count, procs)
 	if euid == 0 {
-		who = fmt.Sprintf("%d %s that root may not inspect", u.Count, procs)
+		u.Summary = fmt.Sprintf("%d %s not inspectable even by root; none holds a lock on this store", u.Count, procs)
+	} else {
+		u.Summary = fmt.Sprintf("%d %s of other users not inspected; none holds a lock on this store", u.Count, procs)
 	}
-	if slices.ContainsFunc(bs, func(b Blind) bool { return b.Pid == 0 }) {
-		who += " (some not even listed)"
-	}
-	u.Summary = who + " not inspected; none holds a lock on this store"
 	return u
 }
 

@@ -160,6 +160,7 @@ func noKernelThreads(t *testing.T, s *StoreResult) {
 type holdOptions struct {
 	write       bool // O_RDWR instead of O_RDONLY
 	ofd         bool // an OFD read lock on byte 128 of every file
+	dup         bool // and a second fd on each open file description
 	nondumpable bool // prctl(PR_SET_DUMPABLE, 0) once the files are open
 	cred        *syscall.Credential
 }
@@ -184,6 +185,9 @@ func holdFiles(t *testing.T, o holdOptions, paths ...string) int {
 	}
 	if o.nondumpable {
 		flags = append(flags, "nondumpable")
+	}
+	if o.dup {
+		flags = append(flags, "dup")
 	}
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), holdHelperEnv+"="+strings.Join(paths, ":"), holdFlagsEnv+"="+strings.Join(flags, ","))

@@ -257,6 +257,16 @@ func ParseRule(s string) (Rule, error) {
 	return "", fmt.Errorf("verdict rule %q: want \"locks\" or \"strict\"", s)
 }
 
+// UnmarshalText lets a config file name the rule.
+func (r *Rule) UnmarshalText(b []byte) error {
+	v, err := ParseRule(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
 func (r Rule) orDefault() Rule {
 	if r == "" {
 		return RuleLocks

@@ -39,6 +39,14 @@ func holdHelper(paths string) {
 				os.Exit(1)
 			}
 		}
+		if has("dup") {
+			// A second fd on the same open file description: its fdinfo
+			// shows the same OFD lock again.
+			if _, err := unix.Dup(fd); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
 	}
 	if has("nondumpable") {
 		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -63,6 +63,7 @@ func (s *procScanner) inspect(pid int) {
 	if len(hs) == 0 {
 		return
 	}
+	s.addLockEvidence(pid, hs)
 	p, err := s.describe(pd, pid)
 	if err != nil {
 		return // exited: it holds nothing any more
@@ -308,6 +309,17 @@ func (s *procScanner) inferMains(pd, pid int, pass fdPass, hs []holding) []holdi
 		}
 	}
 	return hs
+}
+
+// addLockEvidence marks the holdings pid also holds a lock on.
+func (s *procScanner) addLockEvidence(pid int, hs []holding) {
+	for _, l := range s.e.locks.byPid[pid] {
+		for i := range hs {
+			if h := &hs[i].held; h.ID == l.id && !h.has(EvidenceLock) {
+				h.Evidence = append(h.Evidence, EvidenceLock)
+			}
+		}
+	}
 }
 
 // pairedByName reports whether o has sidecars of its own among obs.

@@ -52,11 +52,14 @@ func PinMapped(pid int, want FileID) (*os.File, error) {
 }
 
 func pinPath(pid int, path string, want FileID) (*os.File, error) {
-	// O_NOATIME keeps the pin from touching the inode; only the owner or
-	// CAP_FOWNER may use it, so retry without.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+	// O_NONBLOCK: the link may name a FIFO (someone put one at a store's
+	// path), whose open would wait for a writer forever; O_NOCTTY a
+	// terminal. O_NOATIME keeps the pin from touching the inode; only the
+	// owner or CAP_FOWNER may use it, so retry without.
+	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd, err := unix.Open(path, flags|unix.O_NOATIME, 0)
 	if errors.Is(err, unix.EPERM) {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(path, flags, 0)
 	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
@@ -72,9 +75,14 @@ func pinPath(pid int, path string, want FileID) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fstat pinned %s: %w", path, err)
 	}
-	if got := (FileID{Dev: st.Dev, Ino: st.Ino}); got != want {
+	if got := (FileID{Dev: st.Dev, Ino: st.Ino}); got != want || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("pin %s: inode %v, want %v: %w", path, got, want, ErrIdentityChanged)
+		return nil, fmt.Errorf("pin %s: inode %v (mode %#o), want the regular file %v: %w", path, got, st.Mode, want, ErrIdentityChanged)
+	}
+	// Reads go through pread; the pin never needs to wait on the file.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
