@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stateguard/stateguard/holders"
 )
 
 // Config is agentd's configuration file. Its zero value, after
@@ -25,6 +27,7 @@ type Config struct {
 	Socket        string        `toml:"socket"`
 	Reconcile     Duration      `toml:"reconcile"`
 	Guard         *bool         `toml:"guard"`
+	Verdict       holders.Rule  `toml:"verdict"`
 	Exclude       []string      `toml:"exclude"`
 	Homes         []string      `toml:"homes"`
 	DiscoverUsers *bool         `toml:"discover_users"`
@@ -99,6 +102,9 @@ const (
 	DefaultReplacedPolicy    = PolicyTerminate
 	DefaultSidecarLostPolicy = PolicyKill
 	DefaultMispairedPolicy   = PolicyKill
+	// DefaultVerdict: uninspectable processes of other users that hold no
+	// lock on a store do not make its verdict unknown (holders.RuleLocks).
+	DefaultVerdict = holders.RuleLocks
 )
 
 // DefaultConfigPath is the system file as root, else
@@ -217,6 +223,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Guard == nil {
 		c.Guard = ptr(true)
+	}
+	if c.Verdict == "" {
+		c.Verdict = DefaultVerdict
 	}
 	if c.DiscoverUsers == nil {
 		c.DiscoverUsers = ptr(true)

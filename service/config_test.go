@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/holders"
 )
 
 func TestExampleConfigParses(t *testing.T) {
@@ -22,6 +24,9 @@ func TestExampleConfigParses(t *testing.T) {
 	if len(cfg.Stores) != 2 || cfg.Stores[0].Kind != KindGeneric || *cfg.Stores[0].Guard {
 		t.Fatalf("stores: %+v", cfg.Stores)
 	}
+	if cfg.Verdict != holders.RuleLocks {
+		t.Fatalf("verdict %q", cfg.Verdict)
+	}
 	ops := cfg.Stores[1]
 	if ops.Policy.Replaced != PolicyHold || ops.Policy.SidecarLost != PolicyKill || ops.Kind != KindAuto {
 		t.Fatalf("per-store policy must override one kind and inherit the rest: %+v", ops.Policy)
@@ -34,7 +39,7 @@ func TestMissingDefaultFileMeansDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Reconcile.D != DefaultReconcile || !*cfg.Guard || cfg.Policy.SidecarLost != PolicyKill ||
-		cfg.Stall.Timeout.D != DefaultStallTimeout || cfg.Metrics.Listen != "" {
+		cfg.Stall.Timeout.D != DefaultStallTimeout || cfg.Metrics.Listen != "" || cfg.Verdict != holders.RuleLocks {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -44,6 +49,16 @@ func TestMissingExplicitFileIsAnError(t *testing.T) {
 	_, err := Load(p, true)
 	if err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("want an error naming %s, got %v", p, err)
+	}
+}
+
+func TestVerdictRule(t *testing.T) {
+	cfg, err := Parse([]byte("verdict = \"strict\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Verdict != holders.RuleStrict || cfg.AgentOptions(nil).Verdict != holders.RuleStrict {
+		t.Fatalf("verdict %q, agent options %q", cfg.Verdict, cfg.AgentOptions(nil).Verdict)
 	}
 }
 
@@ -73,6 +88,7 @@ func TestInvalidConfigNamesKeyAndLine(t *testing.T) {
 		{"syntax", "guard = \n", "line 1"},
 		{"bad size", "[capture]\nmax_bytes = \"lots\"\n", "line 2: key capture.max_bytes"},
 		{"wrong type", "guard = \"yes\"\n", "line 1"},
+		{"bad verdict rule", "guard = true\nverdict = \"lenient\"\n", "line 2: key verdict"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

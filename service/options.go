@@ -21,6 +21,7 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 		Logger:          log,
 		Discover:        store.DiscoverOptions{ExtraHomes: c.Homes},
 		Guard:           c.Guard == nil || *c.Guard,
+		Verdict:         c.Verdict,
 		StoreGuard:      map[string]bool{},
 	}
 	if c.DiscoverUsers != nil && !*c.DiscoverUsers {

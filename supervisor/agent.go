@@ -50,6 +50,10 @@ type Options struct {
 	// per store path, and is the only way to guard a generic store.
 	Guard      bool
 	StoreGuard map[string]bool
+	// Verdict is the holder scan's rule for processes it cannot inspect
+	// (holders.RuleLocks when empty); status, restore and incidents all
+	// judge by it.
+	Verdict holders.Rule
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the
@@ -103,6 +107,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	enableOFDLocking(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
 		verdicts: map[string]holders.Verdict{}}
+	a.cache.SetRule(opts.Verdict)
 	if err := PrepareStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
@@ -444,14 +449,17 @@ func (a *Agent) reconcile() {
 	a.mu.Unlock()
 }
 
-// Reload applies the options a SIGHUP may change: policies, exclusions
-// and the capture budget. Paths, the socket and discovery stay as started.
+// Reload applies the options a SIGHUP may change: policies, exclusions,
+// the capture budget, the guard and the verdict rule. Paths, the socket
+// and discovery stay as started.
 func (a *Agent) Reload(o Options) {
 	a.optMu.Lock()
 	a.opts.Policies, a.opts.StorePolicies = o.Policies, o.StorePolicies
 	a.opts.Exclude, a.opts.CaptureMaxBytes = o.Exclude, o.CaptureMaxBytes
 	a.opts.Guard, a.opts.StoreGuard = o.Guard, o.StoreGuard
+	a.opts.Verdict = o.Verdict
 	a.optMu.Unlock()
+	a.cache.SetRule(o.Verdict)
 	a.log.Info("configuration reloaded")
 }
 

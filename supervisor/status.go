@@ -9,17 +9,23 @@ import (
 )
 
 // StatusVersion is the version of the Status JSON shape. Fields are only
-// ever added; a change that breaks readers bumps it.
-const StatusVersion = 1
+// ever added; a change that breaks readers bumps it. StatusVersionMinor
+// counts the additions: 1 added the verdict rule, the uninspected
+// summary, and per held file its evidence, access and host path.
+const (
+	StatusVersion      = 1
+	StatusVersionMinor = 1
+)
 
 // Status is what `agentctl status` shows, standalone or from the daemon.
 type Status struct {
-	Version     int             `json:"version"`
-	GeneratedAt time.Time       `json:"generated_at"`
-	Daemon      DaemonStatus    `json:"daemon"`
-	Stores      []StoreStatus   `json:"stores"`
-	Problems    []ProblemStatus `json:"problems"`
-	Queue       QueueStatus     `json:"queue"`
+	Version      int             `json:"version"`
+	VersionMinor int             `json:"version_minor"`
+	GeneratedAt  time.Time       `json:"generated_at"`
+	Daemon       DaemonStatus    `json:"daemon"`
+	Stores       []StoreStatus   `json:"stores"`
+	Problems     []ProblemStatus `json:"problems"`
+	Queue        QueueStatus     `json:"queue"`
 }
 
 // DaemonStatus says whether agentd answered, and about itself.
@@ -41,10 +47,15 @@ type StoreStatus struct {
 	Path       string           `json:"path"`
 	Kind       string           `json:"kind"`
 	Generation GenerationStatus `json:"generation"`
-	// Verdict is the holder scan's: clear, held or unknown.
+	// Verdict is the holder scan's: clear, held or unknown, by Rule.
 	Verdict holders.Verdict   `json:"verdict"`
+	Rule    holders.Rule      `json:"rule"`
 	Holders []holders.Process `json:"holders"`
-	Blind   []holders.Blind   `json:"blind"`
+	// Blind are the processes the scan could not inspect that keep the
+	// verdict from being clear; Uninspected those the rule cleared.
+	Blind       []holders.Blind     `json:"blind"`
+	Uninspected holders.Uninspected `json:"uninspected"`
+	RuleNote    string              `json:"rule_note,omitempty"`
 	// Orphans counts holders of an inode no longer at its path.
 	Orphans   int               `json:"orphans"`
 	Guard     *GuardStatus      `json:"guard,omitempty"`
@@ -109,7 +120,8 @@ type QueueStatus struct {
 // BuildStatus assembles the daemon-independent part of a status: the
 // stores, their generations and a holder scan.
 func BuildStatus(stores []store.Store, problems []store.Problem, scan *holders.Result) Status {
-	st := Status{Version: StatusVersion, GeneratedAt: time.Now().UTC(), Stores: []StoreStatus{}, Problems: []ProblemStatus{}}
+	st := Status{Version: StatusVersion, VersionMinor: StatusVersionMinor, GeneratedAt: time.Now().UTC(),
+		Stores: []StoreStatus{}, Problems: []ProblemStatus{}}
 	for _, s := range stores {
 		ss := StoreStatus{
 			Key: s.Key(), Profile: s.Profile, Home: s.Home, Path: s.Path, Kind: s.Kind.String(),
@@ -121,7 +133,8 @@ func BuildStatus(stores []store.Store, problems []store.Problem, scan *holders.R
 		}
 		ss.Generation = generationStatus(gen)
 		if sr := scanFor(scan, s.Path); sr != nil {
-			ss.Verdict = sr.Verdict
+			ss.Verdict, ss.Rule = sr.Verdict, sr.Rule
+			ss.Uninspected, ss.RuleNote = sr.Uninspected, sr.RuleNote
 			if sr.Holders != nil {
 				ss.Holders = sr.Holders
 			}
@@ -131,6 +144,13 @@ func BuildStatus(stores []store.Store, problems []store.Problem, scan *holders.R
 			ss.Orphans = len(sr.Orphans())
 		} else {
 			ss.Verdict = holders.VerdictUnknown
+		}
+		// Arrays, never null, in the document.
+		if ss.Uninspected.UIDs == nil {
+			ss.Uninspected.UIDs = []int{}
+		}
+		if ss.Uninspected.Pids == nil {
+			ss.Uninspected.Pids = []int{}
 		}
 		st.Stores = append(st.Stores, ss)
 	}
