@@ -29,10 +29,9 @@ func init() {
 }
 
 // restoreScan is how restore learns who holds a store: the real holder
-// scan. Tests substitute a scan of their own environment (this sandbox's
-// PID 1 cannot be inspected, so every real scan here says unknown).
-var restoreScan = func(path string) (*holders.StoreResult, error) {
-	res, err := holders.Scan([]holders.Target{{Path: path}})
+// scan, judged by the config's verdict rule. Tests may wrap it.
+var restoreScan = func(path string, rule holders.Rule) (*holders.StoreResult, error) {
+	res, err := holders.ScanWith([]holders.Target{{Path: path}}, holders.Options{Rule: rule})
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +141,7 @@ type restoreRun struct {
 	plan      *recovery.RestorePlan
 	daemon    *client
 	daemonPID int
+	rule      holders.Rule
 }
 
 func (r *restoreRun) errorf(format string, args ...any) {
@@ -171,13 +171,21 @@ func (r *restoreRun) run(ctx context.Context) int {
 	result := "failed"
 	defer func() { r.finish(result) }()
 
-	sr, err := restoreScan(plan.Target)
+	rule, err := scanRule(r.f.config, r.e.getenv)
+	if err != nil {
+		r.errorf("%v; the holder scan judges by the strict verdict rule", err)
+	}
+	r.rule = rule
+	sr, err := restoreScan(plan.Target, rule)
 	if err != nil {
 		r.errorf("holder scan of %s failed: %v; refusing (nothing was changed)", plan.Target, err)
 		result = "refused: holder scan failed"
 		return exitRefused
 	}
 	procs := r.others(sr.Holders)
+	if sr.Uninspected.Count > 0 {
+		fmt.Fprintf(out, "holder scan (rule %s): %s\n", sr.Rule, sr.Uninspected.Summary)
+	}
 	writers, code := r.decide(ctx, procs, sr.Blind)
 	if code != exitOK {
 		result = "refused"
@@ -292,7 +300,7 @@ func (r *restoreRun) decide(ctx context.Context, procs []holders.Process, blind 
 		r.errorf("%v; pass --release to say how to release the writers. Nothing was changed.", err)
 		return nil, exitError
 	}
-	w := &frozenWriters{target: r.plan.Target, skip: r.daemonPID, out: r.e.stdout}
+	w := &frozenWriters{target: r.plan.Target, rule: r.rule, skip: r.daemonPID, out: r.e.stdout}
 	for _, p := range procs {
 		w.add(p)
 	}
@@ -313,7 +321,11 @@ func printHolders(w io.Writer, ps []holders.Process) {
 		if name == "." || name == "" {
 			name = "?"
 		}
-		fmt.Fprintf(w, "  pid %d %s (user %s): %s\n", p.Pid, name, p.User, strings.Join(roles, ", "))
+		how := ""
+		if !p.Inspected {
+			how = " [seen by its lock only: it could not be inspected]"
+		}
+		fmt.Fprintf(w, "  pid %d %s (user %s): %s%s\n", p.Pid, name, p.User, strings.Join(roles, ", "), how)
 	}
 }
 

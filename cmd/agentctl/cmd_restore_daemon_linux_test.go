@@ -152,7 +152,6 @@ func noIncidents(t *testing.T, a *supervisor.Agent) {
 // rows afterwards in the same inode, integrity_check is ok, and the
 // daemon raises no incident.
 func TestRestoreDaemonStopWriters(t *testing.T) {
-	visibleScan(t)
 	f := newRestoreFixture(t, 0)
 	a, m, lg := startRestoreAgent(t, f.home, supervisor.PolicySet{})
 	vars := map[string]string{socketEnv: a.SocketPath()}
@@ -197,7 +196,6 @@ func TestRestoreDaemonStopWriters(t *testing.T) {
 // the path) is a generation change the daemon sees, and takes as the
 // restore's: no incident.
 func TestRestoreDaemonPublish(t *testing.T) {
-	visibleScan(t)
 	f := newRestoreFixture(t, 4)
 	writeFile(t, f.db, "this store was damaged")
 	os.Remove(f.db + "-wal")
@@ -232,7 +230,6 @@ func TestRestoreDaemonPublish(t *testing.T) {
 // store would race its capture: agentd refuses it, exit 3, nothing
 // changed, nobody frozen by the restore.
 func TestRestoreDaemonRefusesDuringIncident(t *testing.T) {
-	visibleScan(t)
 	f := newRestoreFixture(t, 2)
 	a, _, _ := startRestoreAgent(t, f.home, supervisor.PolicySet{Replaced: supervisor.PolicyHold})
 	vars := map[string]string{socketEnv: a.SocketPath()}

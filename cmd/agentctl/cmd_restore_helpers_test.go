@@ -16,14 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/store"
 )
 
 // pid1Hidden reports whether this host's PID 1 cannot be inspected even
 // by root, as in the sandbox these tests are developed in: then every real
-// holder scan says unknown.
+// holder scan under the strict verdict rule says unknown.
 func pid1Hidden() bool {
 	if _, err := os.ReadFile("/proc/1/maps"); errors.Is(err, fs.ErrPermission) {
 		return true
@@ -38,35 +37,6 @@ func pid1Hidden() bool {
 		}
 	}
 	return false
-}
-
-// visibleScan makes restore use the real holder scan minus the one thing
-// a sandbox can never see, PID 1 (only when it truly is hidden). Every
-// other uninspectable process still makes the verdict unknown, and real
-// holders are found as in production.
-func visibleScan(t *testing.T) {
-	t.Helper()
-	prev := restoreScan
-	hidden := pid1Hidden()
-	restoreScan = func(path string) (*holders.StoreResult, error) {
-		sr, err := prev(path)
-		if err != nil {
-			return nil, err
-		}
-		var keep []holders.Blind
-		for _, b := range sr.Blind {
-			if hidden && b.Pid == 1 {
-				continue
-			}
-			keep = append(keep, b)
-		}
-		sr.Blind = keep
-		if len(sr.Holders) == 0 && len(keep) == 0 {
-			sr.Verdict = holders.VerdictClear
-		}
-		return sr, nil
-	}
-	t.Cleanup(func() { restoreScan = prev })
 }
 
 // restoreFixture is a Hermes home with a default store holding session

@@ -38,7 +38,6 @@ func TestRestoreRefusesHeldStore(t *testing.T) {
 // the chosen policy. With resume the writer goes on in the restored store
 // (same inode); with terminate it exits cleanly; with kill it dies.
 func TestRestoreStopWriters(t *testing.T) {
-	visibleScan(t)
 	for _, pol := range []string{"resume", "terminate", "kill"} {
 		t.Run(pol, func(t *testing.T) {
 			f := newRestoreFixture(t, 0)
@@ -97,7 +96,6 @@ func TestRestoreStopWriters(t *testing.T) {
 // publish would leave it writing into files nobody can see. Refused, with
 // or without --stop-writers, and nothing is created.
 func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
-	visibleScan(t)
 	f := newRestoreFixture(t, 3)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 5, Linger: true})
 	waitForAcks(t, w, 5)
@@ -123,15 +121,18 @@ func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
 	}
 }
 
-// The real holder scan, whatever it says on this host: where it cannot
-// see every process (this sandbox's PID 1), restore refuses with exit 3.
-func TestRestoreRealScanUnknownRefused(t *testing.T) {
+// Under the strict verdict rule a process the scan cannot inspect (this
+// sandbox's PID 1) makes the verdict unknown, and restore refuses with
+// exit 3; --force lets through only what cannot orphan anyone.
+func TestRestoreStrictRuleUnknownRefused(t *testing.T) {
 	if !pid1Hidden() {
-		t.Skip("this host's scan can see every process as root; TestRestoreUnprivilegedScanRefused covers unknown")
+		t.Skip("this host's scan can see every process as root; TestRestoreUnprivileged covers unknown")
 	}
 	f := newRestoreFixture(t, 3)
+	strict := filepath.Join(t.TempDir(), "agent.toml")
+	writeFile(t, strict, "verdict = \"strict\"\n")
 	before := storeBytes(t, f.home)
-	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
+	r := ctl(t, noDaemon(t), "restore", "--db", f.db, "--config", strict, f.backup)
 	if r.code != exitRefused {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
@@ -140,7 +141,7 @@ func TestRestoreRealScanUnknownRefused(t *testing.T) {
 		t.Fatalf("store changed:\n%s", got)
 	}
 	// --force restores online (nothing can be orphaned by it)...
-	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--force", f.backup)
+	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--config", strict, "--force", f.backup)
 	if r.code != exitOK {
 		t.Fatalf("--force: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -149,7 +150,7 @@ func TestRestoreRealScanUnknownRefused(t *testing.T) {
 	os.Remove(f.db + "-wal")
 	os.Remove(f.db + "-shm")
 	before = storeBytes(t, f.home)
-	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--force", f.backup)
+	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--config", strict, "--force", f.backup)
 	if r.code != exitRefused {
 		t.Fatalf("--force over a broken main: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -159,9 +160,26 @@ func TestRestoreRealScanUnknownRefused(t *testing.T) {
 	}
 }
 
-// An unprivileged agentctl cannot inspect root's processes: its scan is
-// unknown on any host, and the restore is refused.
-func TestRestoreUnprivilegedScanRefused(t *testing.T) {
+// Under the default rule the same uninspectable PID 1, which holds no lock
+// on the store, does not stop a restore: it is summarized and the online
+// restore goes ahead.
+func TestRestoreLocksRuleClearsLocklessProcesses(t *testing.T) {
+	f := newRestoreFixture(t, 3)
+	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout, "online", "integrity_check ok")
+	if pid1Hidden() {
+		mustContain(t, "stdout", r.stdout, "holder scan (rule locks): 1 process not inspectable even by root; none holds a lock on this store")
+	}
+}
+
+// An unprivileged agentctl cannot inspect root's processes. On its own
+// store, with the default rule, they hold no lock on it and do not count:
+// the restore runs. With the strict rule they make the scan unknown and
+// the restore is refused.
+func TestRestoreUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run agentctl as another user")
 	}
@@ -177,6 +195,11 @@ func TestRestoreUnprivilegedScanRefused(t *testing.T) {
 	bin := filepath.Join(base, "agentctl")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build agentctl: %v\n%s", err, out)
+	}
+	strict := filepath.Join(base, "strict.toml")
+	writeFile(t, strict, "verdict = \"strict\"\n")
+	if err := os.Chmod(strict, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	home := filepath.Join(base, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
@@ -195,25 +218,37 @@ func TestRestoreUnprivilegedScanRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := storeBytes(t, home)
-	cmd := exec.Command(bin, "restore", "--db", db, backup)
-	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", socketEnv + "=" + filepath.Join(home, "no.sock")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.CombinedOutput()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != exitRefused {
-		t.Fatalf("agentctl restore as nobody: %v, want exit %d\n%s", err, exitRefused, out)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, append([]string{"restore", "--db", db}, args...)...)
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", socketEnv + "=" + filepath.Join(home, "no.sock")}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
 	}
-	mustContain(t, "output", string(out), "verdict unknown")
+	before := storeBytes(t, home)
+	code, out := run("--config", strict, backup)
+	if code != exitRefused {
+		t.Fatalf("strict rule: exit %d, want %d\n%s", code, exitRefused, out)
+	}
+	mustContain(t, "output", out, "verdict unknown")
 	if got := storeBytes(t, home); got != before {
 		t.Fatalf("store changed:\n%s\nwas\n%s", got, before)
 	}
+	code, out = run(backup)
+	if code != exitOK {
+		t.Fatalf("locks rule: exit %d, want 0\n%s", code, out)
+	}
+	mustContain(t, "output", out, "of other users not inspected; none holds a lock on this store", "after:  1 sessions, 3 messages")
 }
 
 // With no process holding it, a broken store with leftover sidecars is
 // published: the broken files kept as the safety copy, sidecars removed.
 func TestRestorePublishBrokenClear(t *testing.T) {
-	visibleScan(t)
 	f := newRestoreFixture(t, 4)
 	writeFile(t, f.db, "not a database any more")
 	writeFile(t, f.db+"-wal", "stale frames")

@@ -16,6 +16,7 @@ import (
 // recovery.Writers of the restore, and then released by policy.
 type frozenWriters struct {
 	target string
+	rule   holders.Rule
 	skip   int // agentd's pid: never signalled
 	out    io.Writer
 
@@ -52,7 +53,7 @@ func (w *frozenWriters) Stop(ctx context.Context) error {
 	}
 	if !w.rescanned {
 		w.rescanned = true
-		sr, err := restoreScan(w.target)
+		sr, err := restoreScan(w.target, w.rule)
 		if err != nil {
 			return fmt.Errorf("re-scan after freezing: %w", err)
 		}

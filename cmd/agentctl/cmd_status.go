@@ -1,10 +1,14 @@
 package main
 
-// `agentctl status --json` prints supervisor.Status, version 1. Fields are
-// only ever added; a change that breaks readers bumps "version".
+// `agentctl status --json` prints supervisor.Status, version 1.1. Fields
+// are only ever added (each addition bumps "version_minor"); a change that
+// breaks readers bumps "version". Minor 1 added "rule", "uninspected",
+// "rule_note", the holders' "access", "inspected", "foreign_mount_ns",
+// "ns_pid", the files' "host_path", "match", "evidence", "fd_write",
+// "map_write", "access", and the blind entries' "scope".
 //
 //	{
-//	  "version": 1,
+//	  "version": 1, "version_minor": 1,
 //	  "generated_at": "2026-11-30T00:08:55.95Z",       // RFC 3339, UTC
 //	  "daemon": {
 //	    "running": true,                               // agentd answered on its socket
@@ -26,23 +30,37 @@ package main
 //	      "checkpoint_seq": 3, "application_id": 0
 //	    },
 //	    "verdict": "held",                             // clear | held | unknown
+//	    "rule": "locks",                               // the verdict rule that produced it: locks | strict
 //	    "holders": [{
-//	      "pid": 4242, "start_ticks": 159695, "start_time": "...",
+//	      "pid": 4242, "start_ticks": 159695, "start_time": "...",   // host pid
 //	      "uid": 1000, "user": "u", "exe": "/usr/bin/python3",
 //	      "cmdline": ["python3", "-m", "hermes"],
+//	      "access": "write",                           // can write the generation: write | read | unknown
+//	      "inspected": true,                           // false: known by lock evidence only
+//	      "foreign_mount_ns": true,                    // optional: in another mount namespace
+//	      "ns_pid": 1,                                 // optional: its pid in its own pid namespace
 //	      "files": [{
 //	        "role": "main",                            // main | wal | shm
-//	        "path": "/home/u/.hermes/state.db",        // as the holder sees it
-//	        "fd": 5,                                   // -1 when only mmapped
+//	        "path": "/data/state.db",                  // as the holder sees it ("" when lock evidence only)
+//	        "host_path": "/home/u/.hermes/state.db",   // as the host sees it ("" when unknown)
+//	        "fd": 5,                                   // -1 when only mmapped or locked
 //	        "mapped": false,
 //	        "id": {"dev": 64768, "ino": 131},
 //	        "nlink": 1,
-//	        "current": true                            // false: an orphan inode
+//	        "current": true,                           // false: an orphan inode
+//	        "match": "inode",                          // inode | name | sqlite (a main renamed aside)
+//	        "evidence": ["fd", "lock"],                // fd | map | lock
+//	        "fd_write": true, "map_write": false,      // an fd open for writing; a rw-s mapping
+//	        "access": "write"                          // write | read | unknown
 //	      }]
 //	    }],
-//	    "blind": [{"pid": 1, "uid": 0, "reason": "read /proc/1/fd: permission denied"}],
-//	                                                   // processes that could open the store but
-//	                                                   // could not be inspected; pid 0 = not listable
+//	    "blind": [{"pid": 1, "uid": 0, "reason": "read /proc/1/fd: permission denied", "scope": "own_user"}],
+//	                                                   // processes that could open the store, could not be
+//	                                                   // inspected and keep it from clear; pid 0 = not listable;
+//	                                                   // scope: other_user | own_user | scan
+//	    "uninspected": {"count": 68, "uids": [0], "pids": [1, 2], "summary": "68 processes of other users
+//	                    not inspected; none holds a lock on this store"},  // cleared by the locks rule
+//	    "rule_note": "...",                            // optional: why the locks rule could not clear them
 //	    "orphans": 0,                                  // holders of an inode no longer at its path
 //	    "guard": {"state": "armed", "until": "...", "reason": "..."},  // optional
 //	    "incidents": [{"id": "...", "kind": "replaced", "state": "pinned", "policy": "hold",
@@ -55,8 +73,8 @@ package main
 //	}
 //
 // Exit codes: 0 when every store is clear or held only by current holders
-// with every process inspected; 3 when any store has an orphan holder, an
-// unknown verdict, or processes the scan could not inspect; 1 on error.
+// and no process the rule counts is uninspected; 3 when any store has an
+// orphan holder, an unknown verdict, or "blind" entries; 1 on error.
 
 import (
 	"context"
@@ -65,12 +83,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -89,29 +109,52 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// scope is which stores a verb looks at and where it finds agentd.
+// scope is which stores a verb looks at, where it finds agentd, and the
+// config whose verdict rule a scan of its own uses.
 type scope struct {
 	homes    listFlag
 	profiles listFlag
 	socket   string
+	config   string
 }
 
 func (sc *scope) register(fs *flag.FlagSet) {
 	fs.Var(&sc.homes, "home", "only this Hermes home (repeatable); default: every discovered home")
 	fs.Var(&sc.profiles, "profile", "only this profile (repeatable)")
 	fs.StringVar(&sc.socket, "socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
+	fs.StringVar(&sc.config, "config", "", "agentd config whose verdict rule a scan without agentd uses (default: the usual one)")
+}
+
+// scanRule is the verdict rule of the config at path (the default config
+// when path is ""), as agentd would judge. An unreadable or invalid config
+// gives the strict rule and the error, so a broken file never makes a
+// scan more lenient than asked.
+func scanRule(path string, getenv func(string) string) (holders.Rule, error) {
+	explicit := path != ""
+	if !explicit {
+		path = service.DefaultConfigPath(getenv, os.Geteuid())
+	}
+	cfg, err := service.Load(path, explicit)
+	if err != nil {
+		return holders.RuleStrict, err
+	}
+	cfg.ApplyDefaults()
+	return cfg.Verdict, nil
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH]")
+	fmt.Fprintln(w, "usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Shows every store with its generation, the processes holding it and, when")
-	fmt.Fprintln(w, "agentd runs, its open incidents. Without agentd it scans the host itself.")
+	fmt.Fprintln(w, "agentd runs, its open incidents. Without agentd it scans the host itself,")
+	fmt.Fprintln(w, "judging processes it cannot inspect by the config's verdict rule (locks:")
+	fmt.Fprintln(w, "another user's process holding no lock on the store does not count).")
 	fmt.Fprintln(w)
 	fs.PrintDefaults()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 every store clear or held only by current holders, 1 error,")
-	fmt.Fprintln(w, "2 usage, 3 an orphan holder, an unknown verdict or uninspected processes.")
+	fmt.Fprintln(w, "2 usage, 3 an orphan holder, an unknown verdict or uninspected processes")
+	fmt.Fprintln(w, "that the rule counts.")
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {
@@ -119,7 +162,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	fs.SetOutput(io.Discard)
 	var sc scope
 	sc.register(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON (shape: version 1, see the README)")
+	asJSON := fs.Bool("json", false, "print the status as JSON (shape: version 1.1, see the README)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			statusUsage(e.stdout, fs)
@@ -203,11 +246,16 @@ func standaloneStatus(sc *scope, getenv func(string) string) supervisor.Status {
 	for i, s := range stores {
 		targets[i] = holders.Target{Path: s.Path}
 	}
+	rule, err := scanRule(sc.config, getenv)
+	if err != nil {
+		problems = append(problems, store.Problem{Path: "config", Err: err,
+			Hint: "the scan judges by the strict verdict rule until the config is fixed"})
+	}
 	var scan *holders.Result
 	if len(targets) > 0 {
 		var err error
 		// A failed scan leaves every verdict unknown, never clear.
-		if scan, err = holders.Scan(targets); err != nil {
+		if scan, err = holders.ScanWith(targets, holders.Options{Rule: rule}); err != nil {
 			problems = append(problems, store.Problem{Path: "/proc", Err: fmt.Errorf("holder scan: %w", err),
 				Hint: "every verdict is unknown; run agentctl as root or start agentd"})
 		}
@@ -392,13 +440,7 @@ func printStore(w io.Writer, s supervisor.StoreStatus, daemon bool) {
 	}
 	kv.write(w)
 	if len(s.Holders) > 0 {
-		fmt.Fprintln(w, "  holders:")
-		t := newTable("    ", "PID", "USER", "ROLES", "STATE", "COMMAND")
-		for i := range s.Holders {
-			p := &s.Holders[i]
-			t.row(fmt.Sprint(p.Pid), userOf(p), strings.Join(rolesOf(p), ","), holderState(p), commandOf(p))
-		}
-		t.write(w)
+		printHolderTables(w, s.Holders)
 	}
 	if len(s.Blind) > 0 {
 		fmt.Fprintln(w, "  not inspected (could open the store; the scan cannot vouch for them):")
@@ -414,6 +456,12 @@ func printStore(w io.Writer, s supervisor.StoreStatus, daemon bool) {
 			t.row(pid, uid, b.Reason)
 		}
 		t.write(w)
+	}
+	if s.RuleNote != "" {
+		fmt.Fprintln(w, cleanCell("  rule: "+s.RuleNote))
+	}
+	if s.Uninspected.Count > 0 {
+		fmt.Fprintln(w, cleanCell("  not inspected: "+s.Uninspected.Summary))
 	}
 	if daemon && len(s.Incidents) > 0 {
 		fmt.Fprintln(w, "  open incidents:")
@@ -449,6 +497,9 @@ func verdictText(s supervisor.StoreStatus) string {
 		v = string(holders.VerdictUnknown)
 	}
 	var notes []string
+	if s.Rule != "" {
+		notes = append(notes, "rule "+string(s.Rule))
+	}
 	if n := len(s.Holders); n > 0 {
 		orphans := 0
 		for i := range s.Holders {
@@ -468,6 +519,73 @@ func verdictText(s supervisor.StoreStatus) string {
 		v += "  [!]"
 	}
 	return v
+}
+
+// printHolderTables shows one line per holder, then one per file it
+// holds: how it was seen, whether it can write it, and its path as the
+// host sees it and, when that differs, as the holder does.
+func printHolderTables(w io.Writer, ps []holders.Process) {
+	fmt.Fprintln(w, "  holders:")
+	t := newTable("    ", "PID", "USER", "ROLES", "STATE", "ACCESS", "COMMAND")
+	for i := range ps {
+		p := &ps[i]
+		pid := fmt.Sprint(p.Pid)
+		if p.NSPid > 0 {
+			pid += fmt.Sprintf(" (%d in its pid namespace)", p.NSPid)
+		}
+		t.row(pid, userOf(p), strings.Join(rolesOf(p), ","), holderState(p), accessOf(p), commandOf(p))
+	}
+	t.write(w)
+	fmt.Fprintln(w, "  held files:")
+	f := newTable("    ", "PID", "ROLE", "STATE", "FD", "ACCESS", "EVIDENCE", "PATH", "AS THE HOLDER SEES IT")
+	for i := range ps {
+		p := &ps[i]
+		for _, h := range p.Files {
+			state, fd := "current", fmt.Sprint(h.FD)
+			if !h.Current {
+				state = "ORPHAN"
+			}
+			if h.FD < 0 {
+				fd = "-"
+			}
+			host := h.HostPath
+			if host == "" {
+				host = "?"
+			}
+			seen := ""
+			if h.Path != h.HostPath {
+				seen = h.Path
+				if seen == "" {
+					seen = "? (not inspected)"
+				}
+			}
+			f.row(fmt.Sprint(p.Pid), string(h.Role), state, fd, string(h.Access), evidenceOf(h), host, seen)
+		}
+	}
+	f.write(w)
+}
+
+func evidenceOf(h holders.Held) string {
+	var e []string
+	for _, x := range h.Evidence {
+		e = append(e, string(x))
+	}
+	return strings.Join(e, ",")
+}
+
+// accessOf is the holder's access, with why when it is not plain.
+func accessOf(p *holders.Process) string {
+	a := string(p.Access)
+	if a == "" {
+		a = string(holders.AccessUnknown)
+	}
+	switch {
+	case !p.Inspected:
+		a += " (lock evidence only)"
+	case p.ForeignMountNS:
+		a += " (other mount namespace)"
+	}
+	return a
 }
 
 // rolesOf lists the roles p holds, in main, wal, shm order.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,22 +57,52 @@ func TestStatusStandaloneWriter(t *testing.T) {
 	if got := heldRoles(p); len(got) != 3 || !got[holders.RoleMain] || !got[holders.RoleWAL] || !got[holders.RoleSHM] {
 		t.Fatalf("writer holds %v, want main, wal and shm, all current", got)
 	}
-	if s.Verdict != holders.VerdictHeld || s.Orphans != 0 {
-		t.Errorf("verdict %s with %d orphans, want held with none", s.Verdict, s.Orphans)
+	if s.Verdict != holders.VerdictHeld || s.Orphans != 0 || s.Rule != holders.RuleLocks || st.VersionMinor != 1 {
+		t.Errorf("verdict %s (rule %s, version minor %d) with %d orphans, want held by rule locks with none",
+			s.Verdict, s.Rule, st.VersionMinor, s.Orphans)
+	}
+	// As root here, PID 1 cannot be inspected but holds no lock on the
+	// store: the locks rule clears it, and a live writer with no orphan
+	// exits 0.
+	if os.Geteuid() == 0 && (r.code != exitOK || len(s.Blind) != 0) {
+		t.Errorf("exit %d, blind %+v: want 0 and none", r.code, s.Blind)
 	}
 	if r.code != wantExit(st) {
 		t.Errorf("exit %d, want %d (blind %v)", r.code, wantExit(st), s.Blind)
 	}
+	if p.Access != holders.AccessWrite || !p.Inspected {
+		t.Errorf("writer access %s inspected %v", p.Access, p.Inspected)
+	}
+	for _, f := range p.Files {
+		if !slices.Contains(f.Evidence, holders.EvidenceFD) || f.HostPath != f.Path || f.Match != holders.MatchInode {
+			t.Errorf("file %+v: want fd evidence, matched by inode, one path", f)
+		}
+		if f.Role != holders.RoleWAL && !slices.Contains(f.Evidence, holders.EvidenceLock) {
+			t.Errorf("%s: the writer's SQLite locks are not evidence: %+v", f.Role, f)
+		}
+	}
 
 	txt := ctl(t, vars, "status", "--home", home)
 	for _, want := range []string{db, fmt.Sprintf("main ino %d", inode(t, db)), "salts " + s.Generation.WALSalts,
-		fmt.Sprintf("%d", w.Pid), "main,wal,shm", "current", "daemon not running"} {
+		fmt.Sprintf("%d", w.Pid), "main,wal,shm", "current", "daemon not running", "rule locks", "fd,map,lock", db + "-shm"} {
 		if !strings.Contains(txt.stdout, want) {
 			t.Errorf("status text lacks %q:\n%s", want, txt.stdout)
 		}
 	}
 	if txt.code != r.code {
 		t.Errorf("text exit %d, json exit %d", txt.code, r.code)
+	}
+	if s.Uninspected.Count > 0 && !strings.Contains(txt.stdout, "not inspected: "+s.Uninspected.Summary) {
+		t.Errorf("status text lacks the summary %q:\n%s", s.Uninspected.Summary, txt.stdout)
+	}
+	if pid1Hidden() {
+		strict := filepath.Join(t.TempDir(), "agent.toml")
+		writeFile(t, strict, "verdict = \"strict\"\n")
+		sr := ctl(t, vars, "status", "--json", "--home", home, "--config", strict)
+		if sst := storeOf(t, decodeStatus(t, sr), db); sr.code != exitRefused || sst.Rule != holders.RuleStrict ||
+			!slices.ContainsFunc(sst.Blind, func(b holders.Blind) bool { return b.Pid == 1 }) {
+			t.Errorf("strict rule: exit %d, rule %s, blind %+v: want 3 with pid 1 listed", sr.code, sst.Rule, sst.Blind)
+		}
 	}
 
 	hl := ctl(t, vars, "holders", "--home", home)
@@ -133,6 +164,9 @@ func TestStatusUnheldStore(t *testing.T) {
 	}
 	if r.code != wantExit(st) {
 		t.Fatalf("exit %d, want %d", r.code, wantExit(st))
+	}
+	if os.Geteuid() == 0 && (s.Verdict != holders.VerdictClear || r.code != exitOK) {
+		t.Fatalf("as root nothing uninspected holds a lock on the store: verdict %s exit %d, want clear and 0 (%+v)", s.Verdict, r.code, s.Blind)
 	}
 	txt := ctl(t, noDaemon(t), "status", "--home", home)
 	if len(s.Blind) > 0 && !strings.Contains(txt.stdout, "not inspected") {
