@@ -30,7 +30,8 @@ func runDoctorVerb(ctx context.Context, e *env, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: agentctl doctor [--json] [--config FILE]")
 		fmt.Fprintln(e.stderr)
-		fmt.Fprintln(e.stderr, "Checks privileges, /proc hidepid, inotify limits, the embedded SQLite, the")
+		fmt.Fprintln(e.stderr, "Checks privileges, /proc hidepid, the holder verdict rule (and what this")
+		fmt.Fprintln(e.stderr, "privilege level can see and freeze), inotify limits, the embedded SQLite, the")
 		fmt.Fprintln(e.stderr, "config, the daemon, the service install, the state directory, every store's")
 		fmt.Fprintln(e.stderr, "owner and mode, waiting captures and failing replay jobs.")
 		fmt.Fprintln(e.stderr)
@@ -65,6 +66,7 @@ func defaultDoctorInput(getenv func(string) string) doctorInput {
 		getenv:       getenv,
 		configPath:   service.DefaultConfigPath(getenv, euid),
 		mountinfo:    "/proc/self/mountinfo",
+		locks:        "/proc/locks",
 		maxWatches:   "/proc/sys/fs/inotify/max_user_watches",
 		maxInstances: "/proc/sys/fs/inotify/max_user_instances",
 		now:          time.Now(),

@@ -48,6 +48,7 @@ func newDoctorFixture(t *testing.T) *doctorFixture {
 	f.write(t, "agent.toml", fmt.Sprintf("state_dir = %q\nsocket = %q\n", f.stateDir, filepath.Join(base, "run", "agent.sock")))
 	f.write(t, "proc/status", "Name:\tagentd\nUid:\t0\t0\t0\t0\nCapEff:\t"+fullCaps+"\n")
 	f.write(t, "proc/mountinfo", "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n")
+	f.write(t, "proc/locks", "1: POSIX  ADVISORY  READ 10662 fe:00:10023009 1073741826 1073742335\n")
 	f.write(t, "sys/max_user_watches", "524288\n")
 	f.write(t, "sys/max_user_instances", "128\n")
 	f.write(t, "passwd", "")
@@ -59,6 +60,7 @@ func newDoctorFixture(t *testing.T) *doctorFixture {
 		configPath:   f.cfgPath,
 		procStatus:   filepath.Join(base, "proc/status"),
 		mountinfo:    filepath.Join(base, "proc/mountinfo"),
+		locks:        filepath.Join(base, "proc/locks"),
 		maxWatches:   filepath.Join(base, "sys/max_user_watches"),
 		maxInstances: filepath.Join(base, "sys/max_user_instances"),
 		discover: store.DiscoverOptions{
@@ -117,7 +119,7 @@ func expectStatus(t *testing.T, got map[string]checkResult, name string, want ch
 func TestDoctorHealthy(t *testing.T) {
 	f := newDoctorFixture(t)
 	got := f.run(t)
-	for _, name := range []string{"config", "privileges", "proc hidepid", "inotify", "sqlite", "service", "state dir", "stores", "captures", "replay jobs", "guard"} {
+	for _, name := range []string{"config", "privileges", "proc hidepid", "holder verdict", "inotify", "sqlite", "service", "state dir", "stores", "captures", "replay jobs", "guard"} {
 		expectStatus(t, got, name, statusOK, "")
 	}
 	// The daemon is not running: a warning, not a failure.
@@ -206,6 +208,36 @@ func TestDoctorNonRootWithoutCapabilities(t *testing.T) {
 	f.in.euid = 0
 	f.write(t, "proc/status", "Uid:\t0\t0\t0\t0\nCapEff:\t0000000000000000\n")
 	expectStatus(t, f.run(t), "privileges", statusFail, "is root but lacks")
+}
+
+// The verdict rule in effect is explained, with its residual risk, and
+// for an agent without privileges what it can and cannot see and freeze.
+func TestDoctorVerdictRule(t *testing.T) {
+	f := newDoctorFixture(t)
+	got := f.run(t)
+	expectStatus(t, got, "holder verdict", statusOK, "rule locks")
+	expectStatus(t, got, "holder verdict", statusOK, "DELETE journal mode")
+	expectStatus(t, got, "holder verdict", statusOK, "1 locks now")
+
+	f.write(t, "agent.toml", fmt.Sprintf("state_dir = %q\nverdict = \"strict\"\n", f.stateDir))
+	expectStatus(t, f.run(t), "holder verdict", statusOK, "rule strict")
+
+	// A user-mode agent: what it sees and freezes, and the fix.
+	f.write(t, "agent.toml", fmt.Sprintf("state_dir = %q\n", f.stateDir))
+	f.in.euid = 1000
+	f.write(t, "proc/status", "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n")
+	got = f.run(t)
+	expectStatus(t, got, "holder verdict", statusWarn, "only their locks")
+	expectStatus(t, got, "holder verdict", statusWarn, "can freeze and kill only uid 1000's processes")
+	if !strings.Contains(got["holder verdict"].Fix, "agentd install") {
+		t.Errorf("fix = %q", got["holder verdict"].Fix)
+	}
+	// No lock table: the rule has nothing to judge by.
+	os.Remove(filepath.Join(f.base, "proc/locks"))
+	expectStatus(t, f.run(t), "holder verdict", statusWarn, "as the strict rule does")
+	// macOS: a LaunchAgent cannot clear other users' processes.
+	f.in.goos = "darwin"
+	expectStatus(t, f.run(t), "holder verdict", statusWarn, "LaunchAgent")
 }
 
 func TestDoctorHidepid(t *testing.T) {

@@ -52,6 +52,7 @@ type doctorInput struct {
 	// /proc/self/status.
 	procStatus   string
 	mountinfo    string
+	locks        string // /proc/locks
 	maxWatches   string // sysctl fs.inotify.max_user_watches as a file
 	maxInstances string
 	// discover is where stores are looked for; the config's homes and
@@ -88,6 +89,7 @@ func runDoctor(ctx context.Context, in doctorInput) []checkResult {
 	proc := readProcStatusFor(in, h.stateDir)
 	out = append(out, checkPrivileges(in, proc))
 	out = append(out, checkHidepid(in, proc))
+	out = append(out, checkVerdictRule(in, cfg, proc))
 	out = append(out, checkInotify(in, watchDirs(h.homes, h.stores)))
 	out = append(out, checkSQLite(ctx))
 	out = append(out, checkDaemon(ctx, in, cfg))
