@@ -1,9 +1,12 @@
 package holders
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -17,18 +20,29 @@ import (
 
 // selfMountNS is the inode of the scan's own mount namespace.
 var selfMountNS = sync.OnceValues(func() (uint64, error) {
-	var st unix.Stat_t
-	err := unix.Stat("/proc/self/ns/mnt", &st)
-	return st.Ino, err
+	fd, err := unix.Open("/proc/self", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return mountNS(fd)
 })
 
 // mountNS is the inode of the mount namespace of the process whose
-// /proc/<pid> directory is pd. Reading it needs the same access as its
-// fds.
+// /proc/<pid> directory is pd, from the link text "mnt:[4026531841]":
+// half the cost of a stat through the link, once per process and scan.
+// Reading it needs the same access as its fds.
 func mountNS(pd int) (uint64, error) {
-	var st unix.Stat_t
-	err := unix.Fstatat(pd, "ns/mnt", &st, 0)
-	return st.Ino, err
+	var b [32]byte
+	n, err := unix.Readlinkat(pd, "ns/mnt", b[:])
+	if err != nil {
+		return 0, err
+	}
+	v, ok := bytes.CutPrefix(b[:n], []byte("mnt:["))
+	if !ok || len(v) < 2 || v[len(v)-1] != ']' {
+		return 0, fmt.Errorf("ns/mnt links to %q", b[:n])
+	}
+	return strconv.ParseUint(string(v[:len(v)-1]), 10, 64)
 }
 
 // kernelDevs remembers, per stat(2) device, the superblock device the

@@ -308,13 +308,13 @@ func (s *procScanner) describe(pd, pid int) (Process, error) {
 		return Process{}, err
 	}
 	p := Process{Pid: pid, StartTicks: st.StartTicks, StartTime: ticksTime(st.StartTicks), UID: -1}
+	if k, ok := s.e.known[pid]; ok && k.StartTicks == st.StartTicks {
+		p.UID, p.User, p.Exe, p.Cmdline, p.NSPid = k.UID, k.User, k.Exe, k.Cmdline, k.NSPid
+		return p, nil
+	}
 	if b, err := readAt(pd, "status", s.buf); err == nil {
 		p.NSPid = parseNSPid(b)
 		s.buf = b[:0]
-	}
-	if k, ok := s.e.known[pid]; ok && k.StartTicks == st.StartTicks {
-		p.UID, p.User, p.Exe, p.Cmdline = k.UID, k.User, k.Exe, k.Cmdline
-		return p, nil
 	}
 	processMeta(&p)
 	if st2, err := readStatAt(pd); err != nil || st2.StartTicks != st.StartTicks {
