@@ -16,9 +16,12 @@ import (
 // the store's paths, or held as one of its files), so a later scan still
 // finds the holders of an earlier generation by inode after a rename-over
 // or a rename aside: including, through /proc/locks, a holder it cannot
-// inspect. An inode is forgotten once a full scan sees nobody holding it
-// and it is no longer at the store's paths. Callers add what they know
-// beyond the scans with Remember.
+// inspect. Only inodes someone held at the last scan are looked for: an
+// inode nobody holds can be freed and its number given to an unrelated
+// file, which must never be taken for a store's (birth times, where the
+// filesystem keeps them, catch the rest). An inode is forgotten once a
+// full scan sees nobody holding it and it is no longer at the store's
+// paths. Callers add what they know beyond the scans with Remember.
 //
 // The zero value is ready to use (RuleLocks) and it is safe for
 // concurrent use.
@@ -28,7 +31,14 @@ type Cache struct {
 	last   *Result
 	stores map[string]StoreResult
 	procs  map[int]Process // metadata by pid, reused while StartTicks match
-	known  map[string]map[FileID]KnownFile
+	known  map[string]map[FileID]knownFile
+}
+
+// knownFile is a remembered inode: held, when the last scan saw a holder
+// of it (or the caller vouched for it: explicit).
+type knownFile struct {
+	KnownFile
+	held, explicit bool
 }
 
 // SetRule sets the verdict rule of the scans that follow.
@@ -45,24 +55,38 @@ func (c *Cache) Rule() Rule {
 	return c.rule.orDefault()
 }
 
-// Remember adds inodes of earlier generations for the scans to look for
-// (the guard's or pins' inodes, an incident's journaled generation after
-// a restart). Like those the cache learns itself, they are forgotten once
-// a full scan finds no holder.
+// Remember adds inodes of earlier generations for every scan to look for
+// until ForgetFiles: the guard's or pins' inodes (which the caller's own
+// fds keep from being freed), an incident's journaled generation after a
+// restart. Give Birth when known.
 func (c *Cache) Remember(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		c.learn(filepath.Clean(f.Store), f)
+		c.learn(filepath.Clean(f.Store), f, true, true)
 	}
 }
 
-// KnownFiles lists the inodes the cache looks for in store beyond what
-// is at its paths.
+// ForgetFiles drops inodes given to Remember (or learned): the caller
+// closed the fds that kept them alive.
+func (c *Cache) ForgetFiles(files ...KnownFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range files {
+		delete(c.known[filepath.Clean(f.Store)], f.ID)
+	}
+}
+
+// KnownFiles lists every inode the cache remembers for a store, at its
+// paths or not.
 func (c *Cache) KnownFiles(t Target) []KnownFile {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Collect(maps.Values(c.known[filepath.Clean(t.Path)]))
+	var out []KnownFile
+	for _, k := range c.known[filepath.Clean(t.Path)] {
+		out = append(out, k.KnownFile)
+	}
+	return out
 }
 
 // Scan runs a full host scan and remembers its result.
@@ -76,8 +100,7 @@ func (c *Cache) Scan(targets []Target) (*Result, error) {
 	defer c.mu.Unlock()
 	c.last = res
 	for _, s := range res.Stores {
-		c.remember(s)
-		c.prune(s)
+		c.remember(s, true)
 	}
 	return res, nil
 }
@@ -90,7 +113,9 @@ func (c *Cache) options(targets []Target) (Options, map[int]Process) {
 	o := Options{Rule: c.rule.orDefault()}
 	for _, t := range targets {
 		for _, f := range c.known[filepath.Clean(t.Path)] {
-			o.Known = append(o.Known, f)
+			if f.held || f.explicit {
+				o.Known = append(o.Known, f.KnownFile)
+			}
 		}
 	}
 	return o, maps.Clone(c.procs)
@@ -154,7 +179,7 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 	defer c.mu.Unlock()
 	remembered := s
 	remembered.Blind = prev.Blind
-	c.remember(remembered)
+	c.remember(remembered, false)
 	return &s, nil
 }
 
@@ -166,7 +191,10 @@ func (c *Cache) Forget(t Target) {
 	delete(c.known, filepath.Clean(t.Path))
 }
 
-func (c *Cache) remember(s StoreResult) {
+// remember keeps a result. After a full scan, what it saw decides which
+// inodes count as held; a targeted scan, which saw only some processes,
+// can only add to that.
+func (c *Cache) remember(s StoreResult, full bool) {
 	if c.stores == nil {
 		c.stores = make(map[string]StoreResult)
 		c.procs = make(map[int]Process)
@@ -203,53 +231,60 @@ func (c *Cache) remember(s StoreResult) {
 		}
 	}
 	maps.DeleteFunc(c.procs, func(pid int, _ Process) bool { return !live[pid] })
-	// Every inode at the paths, and every one a holder holds, is a
-	// generation's file the next scans must still recognize.
-	for _, r := range Roles {
-		if st := s.Current[r]; st.Exists && st.Mode.IsRegular() {
-			c.learn(s.Target.Path, KnownFile{Store: s.Target.Path, Role: r, ID: st.ID, Path: s.Target.RolePath(r)})
-		}
-	}
+	c.learnGeneration(s, full)
+}
+
+// learnGeneration records every inode at the paths and every one a holder
+// holds, which the next scans must still recognize; after a full scan it
+// forgets the inodes neither at the paths nor held.
+func (c *Cache) learnGeneration(s StoreResult, full bool) {
+	held := map[FileID]bool{}
 	for _, p := range s.Holders {
 		for _, f := range p.Files {
-			c.learn(s.Target.Path, KnownFile{Store: s.Target.Path, Role: f.Role, ID: f.ID, Path: f.HostPath})
+			held[f.ID] = true
+			c.learn(s.Target.Path, KnownFile{Role: f.Role, ID: f.ID, Path: f.HostPath}, true, false)
 		}
+	}
+	current := map[FileID]bool{}
+	for _, r := range Roles {
+		if st := s.Current[r]; st.Exists && st.Mode.IsRegular() {
+			current[st.ID] = true
+			c.learn(s.Target.Path, KnownFile{Role: r, ID: st.ID, Path: s.Target.RolePath(r), Birth: s.births[st.ID]}, held[st.ID], false)
+		}
+	}
+	if !full {
+		return
+	}
+	m := c.known[s.Target.Path]
+	maps.DeleteFunc(m, func(id FileID, k knownFile) bool { return !k.explicit && !current[id] && !held[id] })
+	for id, k := range m {
+		k.held = held[id]
+		m[id] = k
 	}
 }
 
-func (c *Cache) learn(store string, f KnownFile) {
+// learn adds f; held and explicit only ever turn on here.
+func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 	if f.ID.IsZero() {
 		return
 	}
 	if c.known == nil {
-		c.known = make(map[string]map[FileID]KnownFile)
+		c.known = make(map[string]map[FileID]knownFile)
 	}
 	m := c.known[store]
 	if m == nil {
-		m = make(map[FileID]KnownFile)
+		m = make(map[FileID]knownFile)
 		c.known[store] = m
 	}
 	f.Store = store
-	if old, ok := m[f.ID]; ok && f.Path == "" {
-		f.Path = old.Path
-	}
-	m[f.ID] = f
-}
-
-// prune forgets, after a full scan, the inodes of earlier generations
-// that nobody holds any more: an inode number freed can be reused by an
-// unrelated file, which must never be taken for a store's.
-func (c *Cache) prune(s StoreResult) {
-	held := map[FileID]bool{}
-	for _, r := range Roles {
-		if st := s.Current[r]; st.Exists {
-			held[st.ID] = true
+	k, ok := m[f.ID]
+	if ok {
+		if f.Path == "" {
+			f.Path = k.Path
+		}
+		if f.Birth == 0 {
+			f.Birth = k.Birth
 		}
 	}
-	for _, p := range s.Holders {
-		for _, f := range p.Files {
-			held[f.ID] = true
-		}
-	}
-	maps.DeleteFunc(c.known[s.Target.Path], func(id FileID, _ KnownFile) bool { return !held[id] })
+	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: explicit || k.explicit}
 }

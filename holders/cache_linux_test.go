@@ -112,7 +112,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 
 // The cache remembers the inodes of every generation it saw while
 // someone holds them, and forgets them once a full scan finds nobody;
-// what a caller remembers for it counts the same way.
+// what a caller remembers stays until it forgets it.
 func TestCacheRemembersGenerations(t *testing.T) {
 	db, w := startStore(t)
 	var c Cache
@@ -136,15 +136,54 @@ func TestCacheRemembersGenerations(t *testing.T) {
 	<-w.Done()
 	extra := KnownFile{Store: db, Role: RoleWAL, ID: FileID{Dev: old[RoleMain].ID.Dev, Ino: 1 << 40}}
 	c.Remember(extra)
-	if !slices.Contains(c.KnownFiles(Target{Path: db}), extra) {
-		t.Fatal("Remember did not add the inode")
-	}
 	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range c.KnownFiles(Target{Path: db}) {
-		if k.ID == old[RoleMain].ID || k == extra {
-			t.Errorf("%+v still known after a full scan found no holder", k)
+	known = c.KnownFiles(Target{Path: db})
+	if slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old[RoleMain].ID }) {
+		t.Errorf("the old main is still known after a full scan found no holder: %+v", known)
+	}
+	if !slices.Contains(known, extra) {
+		t.Errorf("a remembered inode was forgotten by a scan: %+v", known)
+	}
+	c.ForgetFiles(extra)
+	if slices.Contains(c.KnownFiles(Target{Path: db}), extra) {
+		t.Error("ForgetFiles did not forget")
+	}
+}
+
+// An inode number an earlier generation had, now on a file born later,
+// is an unrelated file that got the number: its holder is not the
+// generation's (where the filesystem records birth times).
+func TestKnownInodeWithAnotherBirthIsNotTheGeneration(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "unrelated")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, birth, err := lstatFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if birth == 0 {
+		t.Skip("this filesystem records no birth times")
+	}
+	pid := holdFiles(t, holdOptions{}, other)
+	for _, c := range []struct {
+		birth int64
+		held  bool
+	}{{birth, true}, {0, true}, {birth - 1, false}} {
+		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: c.birth}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &res.Stores[0]
+		got := slices.ContainsFunc(s.Holders, func(p Process) bool { return p.Pid == pid })
+		if got != c.held {
+			t.Errorf("known birth %d (the file's %d): holder %v, want %v", c.birth, birth, got, c.held)
 		}
 	}
 }
@@ -167,4 +206,29 @@ func TestCacheTargetedFindsNewConnectionByLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder(t, s, w.Pid)
+}
+
+// A mapping-only holder of an earlier generation's inode is checked the
+// same way (through map_files), and kept when the births agree.
+func TestKnownMappedInodeIsVerified(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	st, birth, err := lstatFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := startMapHelper(t, db)
+	renameOver(t, db)
+	for _, b := range []int64{birth, 0} {
+		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := byRole(holder(t, &res.Stores[0], pid))[RoleMain]
+		if !m.Mapped || m.Current || m.Match != MatchInode {
+			t.Errorf("birth %d: %+v, want the mapped orphan main by inode", b, m)
+		}
+	}
 }

@@ -73,6 +73,14 @@ func (c *collector) merge(o *collector) {
 	c.fileLocks = append(c.fileLocks, o.fileLocks...)
 }
 
+// addUnexplained records a lock on store i that no holder accounts for.
+func (c *collector) addUnexplained(i int, reason string) {
+	if c.unexplained == nil {
+		c.unexplained = map[int][]string{}
+	}
+	c.unexplained[i] = append(c.unexplained[i], reason)
+}
+
 func (c *collector) addBlind(b Blind, groups func() ([]int, bool)) {
 	if b.Scope == "" {
 		b.Scope = c.scope(b)
@@ -99,7 +107,13 @@ func (c *collector) scope(b Blind) BlindScope {
 func (c *collector) result() *Result {
 	res := &Result{Stores: make([]StoreResult, len(c.w.targets))}
 	for i, t := range c.w.targets {
-		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
+		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault(),
+			births: map[FileID]int64{}}
+		for _, r := range Roles {
+			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists {
+				s.births[s.Current[r].ID] = b
+			}
+		}
 		sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })
 		if err := c.w.statErr[i]; err != nil {
 			s.Blind = append(s.Blind, Blind{UID: -1, Scope: ScopeScan,

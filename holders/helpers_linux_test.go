@@ -225,3 +225,33 @@ func holdFiles(t *testing.T, o holdOptions, paths ...string) int {
 	}
 	return cmd.Process.Pid
 }
+
+// startMapHelper runs a process that maps path and closes its fd: a
+// holder by mapping only, until cleanup.
+func startMapHelper(t *testing.T, path string) int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), mapHelperEnv+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line := make([]byte, 64)
+	if n, err := stdout.Read(line); err != nil || !strings.HasPrefix(string(line[:n]), "ready") {
+		t.Fatalf("map helper: %q %v", line[:n], err)
+	}
+	return cmd.Process.Pid
+}

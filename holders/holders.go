@@ -324,6 +324,10 @@ type KnownFile struct {
 	Role  Role   `json:"role"`
 	ID    FileID `json:"id"`
 	Path  string `json:"path,omitempty"` // where the host last saw it
+	// Birth is its birth time (statx btime, ns since the epoch) when
+	// known: an inode number freed and reused for another file is then
+	// never taken for it.
+	Birth int64 `json:"birth,omitempty"`
 }
 
 // Options tune a scan. The zero value scans with RuleLocks.
@@ -348,6 +352,8 @@ type StoreResult struct {
 	// of other users (an unattributed lock, no lock table), if so.
 	RuleNote string  `json:"rule_note,omitempty"`
 	Verdict  Verdict `json:"verdict"`
+
+	births map[FileID]int64 // of the current files, for the Cache
 }
 
 // Orphans returns the holders that hold an inode no longer at its path.

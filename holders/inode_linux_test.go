@@ -323,3 +323,28 @@ func TestWritableAndReadOnlyHolders(t *testing.T) {
 		t.Errorf("sqlite3 -readonly: access %s main %+v wal %+v shm %+v", cp.Access, cf[RoleMain], cf[RoleWAL], cf[RoleSHM])
 	}
 }
+
+// A process of our own mount namespace that opened the store through a
+// bind mount of its directory at another path holds it: its link text is
+// outside every watched directory, and the once-per-path stat finds the
+// inode.
+func TestBindMountAliasInOwnNamespace(t *testing.T) {
+	requireRoot(t)
+	db, w := startStore(t)
+	alias := filepath.Join(t.TempDir(), "alias")
+	if err := os.Mkdir(alias, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(filepath.Dir(db), alias, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(alias, unix.MNT_DETACH) })
+	pid := holdFiles(t, holdOptions{}, filepath.Join(alias, "state.db"), filepath.Join(alias, "state.db-wal"))
+	s := scanOne(t, db)
+	holder(t, s, w.Pid)
+	p := holder(t, s, pid)
+	wantHeld(t, p, map[Role]bool{RoleMain: true, RoleWAL: true}, s.Current)
+	if m := byRole(p)[RoleMain]; m.Path != filepath.Join(alias, "state.db") || m.HostPath != m.Path || p.ForeignMountNS {
+		t.Errorf("main %+v: want the alias path, in our namespace", m)
+	}
+}

@@ -57,6 +57,7 @@ func (s *procScanner) inspect(pid int) {
 		}
 	}
 	s.c.inspected[pid] = true
+	s.dropReused(pd)
 	s.fdDetails(pd, pid, pass.own)
 	hs := s.w.match(s.obs)
 	hs = s.inferMains(pd, pid, pass, hs)
@@ -213,6 +214,28 @@ func (s *procScanner) observe(fd int, path []byte, f statFacts, pass fdPass) (ob
 		return observation{}, false, nil
 	}
 	return observation{path: string(path), fd: fd, id: f.id, nlink: f.nlink, nlinkKnown: true, own: pass.own}, true, nil
+}
+
+// dropReused drops the observations of an inode that an earlier
+// generation had but that was born since: the number was freed and
+// reused for an unrelated file. Only those inodes cost a statx.
+func (s *procScanner) dropReused(pd int) {
+	s.obs = slices.DeleteFunc(s.obs, func(o observation) bool {
+		want, ok := s.w.pastBirth(o.id)
+		if !ok {
+			return false
+		}
+		name := "map_files/" + o.mapRange // root only; else unverified
+		if o.fd >= 0 {
+			name = "fd/" + fdString(o.fd)
+		}
+		var stx unix.Statx_t
+		if unix.Statx(pd, name, 0, unix.STATX_INO|unix.STATX_BTIME, &stx) != nil || stx.Ino != o.id.Ino {
+			return false
+		}
+		got := statxBirth(&stx)
+		return got != 0 && got != want
+	})
 }
 
 // missesLocked reports whether the lock table shows pid holding a lock on

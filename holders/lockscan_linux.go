@@ -3,6 +3,7 @@ package holders
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -51,11 +52,26 @@ func (e *scanEnv) finish(c *collector, account bool) {
 }
 
 // addLockHolder records pid, which could not be inspected, as a holder of
-// every watched inode it locks.
+// every watched inode it locks. A lock on an earlier generation's inode
+// alone, with no other lock on that store, may be on an unrelated file
+// that got the freed number (no fd to check its birth by): it is not
+// taken for a holding, and counts as a lock nobody accounts for.
 func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
+	locked := map[int][]FileID{} // per store, the distinct inodes pid locks
+	for _, l := range ls {
+		for _, r := range e.w.ids[l.id] {
+			if !slices.Contains(locked[r.store], l.id) {
+				locked[r.store] = append(locked[r.store], l.id)
+			}
+		}
+	}
 	var hs []holding
 	for _, l := range ls {
 		for _, r := range e.w.ids[l.id] {
+			if !r.current && len(locked[r.store]) == 1 {
+				c.addUnexplained(r.store, fmt.Sprintf("pid %d, which this scan cannot inspect, locks only the inode %v an earlier generation's %s had; that number may since belong to another file", pid, l.id, r.role))
+				continue
+			}
 			h := Held{Role: r.role, HostPath: r.path, FD: -1, ID: l.id, Current: r.current, Match: MatchInode,
 				Evidence: []Evidence{EvidenceLock}, Access: AccessUnknown}
 			if r.current {
@@ -159,10 +175,7 @@ func sameFile(a, b fdLock) bool {
 func (e *scanEnv) explain(c *collector, left map[FileID]int) {
 	for id, n := range left {
 		for _, r := range e.w.ids[id] {
-			if c.unexplained == nil {
-				c.unexplained = map[int][]string{}
-			}
-			c.unexplained[r.store] = append(c.unexplained[r.store], fmt.Sprintf(
+			c.addUnexplained(r.store, fmt.Sprintf(
 				"%d OFD or flock lock(s) on the %s inode %v belong to no fd this scan could read (/proc/locks shows no owner)", n, r.role, id))
 		}
 	}

@@ -180,7 +180,7 @@ func (s *procScanner) readMapsText(pd int, own bool) error {
 // CAP_SYS_ADMIN, so without it the device and inode of the maps line
 // stand.
 func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id FileID, own, write bool) {
-	o := observation{path: string(path), fd: -1, mapped: true, id: id, own: own, mapWrite: write}
+	o := observation{path: string(path), fd: -1, mapped: true, id: id, own: own, mapWrite: write, mapRange: string(vmaRange)}
 	var st unix.Stat_t
 	if unix.Fstatat(pd, "map_files/"+string(vmaRange), &st, 0) == nil {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {

@@ -24,9 +24,10 @@ type observation struct {
 	id         FileID
 	nlink      uint64
 	nlinkKnown bool
-	own        bool // seen in the scan's own mount namespace: path is the host's view
-	fdWrite    bool // fd open O_WRONLY/O_RDWR
-	mapWrite   bool // shared writable mapping
+	own        bool   // seen in the scan's own mount namespace: path is the host's view
+	fdWrite    bool   // fd open O_WRONLY/O_RDWR
+	mapWrite   bool   // shared writable mapping
+	mapRange   string // a mapping's "start-end", its name under map_files/
 }
 
 // holding is one Held of one store (index into watch.targets).
@@ -41,6 +42,7 @@ type idRef struct {
 	role    Role
 	current bool
 	path    string // where the host saw it (the role's path when current)
+	birth   int64  // its birth time (statx btime, ns) when known, to tell a reused inode number
 }
 
 // watch is the set of stores of one scan with what is at their paths now,
@@ -66,10 +68,14 @@ type watch struct {
 	// and /proc/locks (the superblock's) to stat(2)'s where they differ
 	// (btrfs subvolumes).
 	kdev map[uint64]uint64
+	// birth is the birth time of each current file, where the filesystem
+	// records one.
+	birth map[FileID]int64
 }
 
 func newWatch(targets []Target, known []KnownFile) *watch {
-	w := &watch{byDir: make(map[string][]int), ids: make(map[FileID][]idRef), roleBases: make(map[string]bool)}
+	w := &watch{byDir: make(map[string][]int), ids: make(map[FileID][]idRef), roleBases: make(map[string]bool),
+		birth: make(map[FileID]int64)}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
 		i := len(w.targets)
@@ -78,7 +84,7 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		cur := make(map[Role]FileState, len(Roles))
 		var statErr error
 		for _, r := range Roles {
-			st, err := lstatState(t.RolePath(r))
+			st, birth, err := lstatFile(t.RolePath(r))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				statErr = errors.Join(statErr, err)
 			}
@@ -87,7 +93,10 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 			// Only a regular file can be a store's file: a FIFO or a
 			// device node put at the path is nobody's generation.
 			if st.Exists && st.Mode.IsRegular() {
-				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r)})
+				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r), birth: birth})
+				if birth != 0 {
+					w.birth[st.ID] = birth
+				}
 			}
 		}
 		w.current = append(w.current, cur)
@@ -112,9 +121,25 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		if slices.ContainsFunc(w.ids[k.ID], func(r idRef) bool { return r.store == i }) {
 			continue // current in this store: identity at the path wins
 		}
-		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path})
+		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth})
 	}
 	return w
+}
+
+// pastBirth returns the birth time an earlier generation's inode had,
+// when id is indexed only as such and one is known: a file with this
+// identity but another birth is an unrelated file that got the number.
+func (w *watch) pastBirth(id FileID) (int64, bool) {
+	var birth int64
+	for _, r := range w.ids[id] {
+		if r.current {
+			return 0, false
+		}
+		if r.birth != 0 {
+			birth = r.birth
+		}
+	}
+	return birth, birth != 0
 }
 
 func (w *watch) storeIndex(path string) int {
@@ -138,14 +163,6 @@ func (w *watch) statDev(dev uint64) uint64 {
 		return d
 	}
 	return dev
-}
-
-func lstatState(path string) (FileState, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return FileState{}, err
-	}
-	return fileState(fi), nil
 }
 
 func statState(path string) (FileState, error) {

@@ -28,6 +28,15 @@ import (
 // uninspectable process that could open the store as under RuleStrict,
 // and is unknown while one exists; the LaunchDaemon (root) sees all.
 
+// lstatFile is lstat(2); the birth time is not used here.
+func lstatFile(path string) (FileState, int64, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return FileState{}, 0, err
+	}
+	return fileState(fi), 0, nil
+}
+
 func fileState(fi fs.FileInfo) FileState {
 	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
 	if s, ok := fi.Sys().(*syscall.Stat_t); ok {

@@ -28,6 +28,56 @@ func fileState(fi fs.FileInfo) FileState {
 	return st
 }
 
+// lstatFile is lstat(2) through statx, which also gives the birth time
+// (0 where the filesystem keeps none).
+func lstatFile(path string) (FileState, int64, error) {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
+	if err != nil {
+		return FileState{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	st := FileState{Exists: true, ID: FileID{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino},
+		Nlink: uint64(stx.Nlink), Mode: statxMode(stx.Mode), UID: int(stx.Uid), GID: int(stx.Gid)}
+	return st, statxBirth(&stx), nil
+}
+
+// statxBirth is the birth time in ns, 0 when not reported.
+func statxBirth(stx *unix.Statx_t) int64 {
+	if stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+}
+
+// statxMode converts st_mode bits to an fs.FileMode, as os.Lstat does.
+func statxMode(m uint16) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
 func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
 	proc, err := openProc()

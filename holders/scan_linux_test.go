@@ -335,30 +335,7 @@ func TestScanFindsMappingOnlyHolder(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), mapHelperEnv+"="+db)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line := make([]byte, 64)
-	if n, err := stdout.Read(line); err != nil || !strings.HasPrefix(string(line[:n]), "ready") {
-		t.Fatalf("map helper: %q %v", line[:n], err)
-	}
-	pid := cmd.Process.Pid
+	pid := startMapHelper(t, db)
 
 	before := scanOne(t, db).Current
 	renameOver(t, db)

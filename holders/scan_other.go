@@ -4,9 +4,19 @@ package holders
 
 import (
 	"io/fs"
+	"os"
 	"runtime"
 	"time"
 )
+
+// lstatFile is lstat(2); the birth time is not used here.
+func lstatFile(path string) (FileState, int64, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return FileState{}, 0, err
+	}
+	return fileState(fi), 0, nil
+}
 
 func fileState(fi fs.FileInfo) FileState {
 	return FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}

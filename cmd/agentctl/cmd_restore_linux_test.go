@@ -244,6 +244,16 @@ func TestRestoreUnprivileged(t *testing.T) {
 		t.Fatalf("locks rule: exit %d, want 0\n%s", code, out)
 	}
 	mustContain(t, "output", out, "of other users not inspected; none holds a lock on this store", "after:  1 sessions, 3 messages")
+
+	// A writer nobody cannot inspect (root's) is a holder by its locks:
+	// the restore refuses, naming it.
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 50})
+	waitForAcks(t, w, 2)
+	code, out = run(backup)
+	if code != exitRefused {
+		t.Fatalf("held by root's writer: exit %d, want %d\n%s", code, exitRefused, out)
+	}
+	mustContain(t, "output", out, "pid "+strconv.Itoa(w.Pid), "seen by its lock only", "--stop-writers")
 }
 
 // With no process holding it, a broken store with leftover sidecars is
