@@ -1,7 +1,9 @@
 package holders
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,5 +204,52 @@ func TestUnattributedOFDLock(t *testing.T) {
 	rs := scanOne(t, db)
 	if len(rs.Blind) != 0 || rs.RuleNote != "" || len(rs.Holders) != 2 {
 		t.Fatalf("root scan: blind %+v note %q holders %+v", rs.Blind, rs.RuleNote, rs.Holders)
+	}
+}
+
+// Under hidepid=invisible an unprivileged scan does not even list other
+// users' processes (nor its own undumpable ones). A SQLite writer among
+// them is still seen by its locks, by pid alone; and the hidden ones
+// make the verdict unknown under every rule.
+func TestHidepidScan(t *testing.T) {
+	requireRoot(t)
+	unshare, err1 := exec.LookPath("unshare")
+	setpriv, err2 := exec.LookPath("setpriv")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs unshare and setpriv (util-linux)")
+	}
+	db := filepath.Join(t.TempDir(), "state.db")
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, Rate: 50})
+	openUp(t, filepath.Dir(db))
+	idle := sharedStore(t)
+	// A proc instance of its own, mounted hidepid=invisible in a mount
+	// namespace of the scan's alone, then the scan as nobody.
+	script := `mount -t proc -o hidepid=invisible proc /proc && exec "$@"`
+	bin := helperBinary(t)
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+		setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), scanHelperEnv+"="+db+":"+idle, scanRuleEnv+"="+string(RuleLocks))
+	cmd.Stdin = strings.NewReader("scan\n")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("a hidepid scan could not run here: %v", err)
+	}
+	var res Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	s := res.Store(db)
+	p := holder(t, s, w.Pid)
+	if p.Inspected || p.StartTicks != 0 || len(p.Files) != 2 || s.Verdict != VerdictHeld {
+		t.Errorf("hidden writer %+v, verdict %s: want a holder by its locks, known by pid only", p, s.Verdict)
+	}
+	for _, st := range []*StoreResult{s, res.Store(idle)} {
+		if !slices.ContainsFunc(st.Blind, func(b Blind) bool { return b.Scope == ScopeScan && strings.Contains(b.Reason, "hidepid") }) {
+			t.Errorf("%s: blind %+v, want the hidepid gap counted", st.Target.Path, st.Blind)
+		}
+	}
+	if v := res.Store(idle).Verdict; v != VerdictUnknown {
+		t.Errorf("a store nobody holds, under hidepid: %s, want unknown", v)
 	}
 }
