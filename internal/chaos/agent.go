@@ -332,3 +332,20 @@ func terminalIncident(state string) bool { return state == "resolved" || state =
 func pendingJob(state string) bool { return state == "queued" || state == "running" }
 
 var errAgentDown = errors.New("agentd is not running")
+
+// upAfter is the first moment at or after t when agentd was up: t itself
+// when it was up then, the next start when it was down, t when it never
+// came back.
+func (a *agentProc) upAfter(t time.Time) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, u := range a.ups {
+		if !u.from.After(t) && (u.to.IsZero() || u.to.After(t)) {
+			return t
+		}
+		if u.from.After(t) {
+			return u.from
+		}
+	}
+	return t
+}

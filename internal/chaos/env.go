@@ -43,15 +43,23 @@ type profile struct {
 	mu       sync.Mutex
 	nBackup  int
 	restores []restore
+	// operatorFiles are files the faults created in the profile
+	// directory as an operator would (state.db.old): not the agent's
+	// leftovers; removed by the harness once nothing needs them.
+	operatorFiles map[string]bool
 }
 
-// restore is one intended restore: rows acknowledged before At may be
-// rolled back, the ones after must survive.
+// restore is one intended restore: rows stamped before Start may be
+// rolled back, rows stamped after At must survive, and rows stamped in
+// between were committed while the tool was writing the store (a rename
+// takes microseconds; cp, rsync, tar and sqlite3 take longer).
 type restore struct {
-	At       time.Time
+	Start    time.Time // just before the rename or the tool began
+	At       time.Time // when the rename or the tool returned
 	Backup   string    // the file restored, kept for the final check
 	BackupAt time.Time // when the backup started reading
 	Kind     string
+	Command  string // the operator's command line, for tool faults
 }
 
 func (p *profile) lastRestore() (restore, bool) {

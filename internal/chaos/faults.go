@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// Fault kinds, in the order the table prints them.
+// Fault kinds, in the order the table prints them. The names are stable:
+// chaos.log, the table and -faults use them.
 const (
 	FaultRestoreRename = "restore-rename"
 	FaultRestoreDelete = "restore-delete"
@@ -22,11 +24,62 @@ const (
 	FaultLastCloser    = "last-closer"
 	FaultKillAgent     = "kill-agent"
 	FaultFullDisk      = "full-disk"
+
+	// Faults operators cause with real tools (issue 13's table); see
+	// faults_tools.go for the exact commands.
+	FaultCpInplace      = "cp-inplace"
+	FaultRsyncInplace   = "rsync-inplace"
+	FaultMvAsideCopy    = "mv-aside-copy"
+	FaultCpRmSidecars   = "cp-inplace-rm-sidecars"
+	FaultTarExtract     = "tar-extract"
+	FaultSqlite3Restore = "sqlite3-restore"
+	FaultContainer      = "container-writer"
 )
 
-// AllFaults lists every fault kind.
-var AllFaults = []string{FaultRestoreRename, FaultRestoreDelete, FaultUnlink, FaultMispaired,
+// ClassicFaults are the seven kinds the product handles today.
+var ClassicFaults = []string{FaultRestoreRename, FaultRestoreDelete, FaultUnlink, FaultMispaired,
 	FaultLastCloser, FaultKillAgent, FaultFullDisk}
+
+// ToolFaults are the kinds from real tools and containers (issue 18 item
+// 2); several are not handled by the product yet.
+var ToolFaults = []string{FaultCpInplace, FaultRsyncInplace, FaultMvAsideCopy, FaultCpRmSidecars,
+	FaultTarExtract, FaultSqlite3Restore, FaultContainer}
+
+// AllFaults lists every fault kind.
+var AllFaults = append(append([]string(nil), ClassicFaults...), ToolFaults...)
+
+// Presets name sets of fault kinds for -faults.
+var Presets = map[string][]string{"classic": ClassicFaults, "tools": ToolFaults, "all": AllFaults}
+
+// DefaultPreset is what a run injects without -faults, and so what CI
+// runs. It stays "classic" until the product handles the tool faults;
+// switching the default (and CI) to every kind is this one line.
+const DefaultPreset = "classic"
+
+// ParseFaults expands a -faults value: comma-separated kinds and preset
+// names, in any mix; empty means DefaultPreset. Duplicates are dropped.
+func ParseFaults(spec string) ([]string, error) {
+	if strings.TrimSpace(spec) == "" {
+		spec = DefaultPreset
+	}
+	var out []string
+	for _, f := range strings.Split(spec, ",") {
+		f = strings.TrimSpace(f)
+		kinds, ok := Presets[f]
+		if !ok {
+			if !slices.Contains(AllFaults, f) {
+				return nil, fmt.Errorf("unknown fault %q (want presets classic, tools, all, or kinds %s)", f, strings.Join(AllFaults, ", "))
+			}
+			kinds = []string{f}
+		}
+		for _, k := range kinds {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
 
 // inject runs one fault and says what it did, for chaos.log.
 func (r *run) inject(ctx context.Context, kind string, p *profile) (string, error) {
@@ -45,6 +98,10 @@ func (r *run) inject(ctx context.Context, kind string, p *profile) (string, erro
 		return fmt.Sprintf("killed; restart in %v", d.Round(time.Millisecond)), nil
 	case FaultFullDisk:
 		return r.fullDiskFault(ctx, p)
+	case FaultCpInplace, FaultRsyncInplace, FaultMvAsideCopy, FaultCpRmSidecars, FaultTarExtract, FaultSqlite3Restore:
+		return r.toolFault(ctx, kind, p)
+	case FaultContainer:
+		return r.containerFault(ctx, p)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
 }
@@ -86,6 +143,13 @@ func (r *run) restoreFault(ctx context.Context, kind string, p *profile, fill bo
 	age := r.between(time.Second, 4*time.Second)
 	sleepCtx(ctx, age)
 	tmp := filepath.Join(p.dir, fmt.Sprintf(".chaos-restore-%s", filepath.Base(bk)))
+	// The staging files are the harness's: a fault that stops half-way
+	// must not leave them for the leftover check to blame on the agent.
+	defer func() {
+		for _, suf := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(tmp + suf)
+		}
+	}()
 	if err := copyFile(bk, tmp); err != nil {
 		return "", fmt.Errorf("stage restore: %w", err)
 	}
@@ -106,11 +170,12 @@ func (r *run) restoreFault(ctx context.Context, kind string, p *profile, fill bo
 	}
 	pids := r.writerPids(p)
 	up := r.agent.isUp()
+	start := time.Now()
 	if err := os.Rename(tmp, p.db); err != nil {
 		return "", fmt.Errorf("restore rename: %w", err)
 	}
 	at := time.Now()
-	p.recordRestore(restore{At: at, Backup: bk, BackupAt: bkAt, Kind: kind})
+	p.recordRestore(restore{Start: start, At: at, Backup: bk, BackupAt: bkAt, Kind: kind})
 	switch kind {
 	case FaultRestoreRename:
 		for _, suf := range []string{"-wal", "-shm"} {

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 )
@@ -35,6 +31,9 @@ func (r *run) finish(ctx context.Context, stopWriters func()) {
 		r.log.Warn("not settled after the writers stopped", "left", left)
 	}
 	r.checkPinned(ctx)
+	for _, p := range r.e.profiles {
+		r.pruneOperatorFiles(ctx, p)
+	}
 	r.collect(ctx)
 	r.wg.Wait()
 	r.parseLogs()
@@ -169,7 +168,13 @@ func (r *run) collect(ctx context.Context) {
 			r.problem("incident %s (%s, %s) unresolved in state %s: %s", in.ID, in.Kind, in.Profile, in.State, in.Detail.Error)
 		}
 		if !in.ResolvedAt.IsZero() {
-			r.rep.MaxResolution = max(r.rep.MaxResolution, in.ResolvedAt.Sub(in.OpenedAt))
+			took := in.ResolvedAt.Sub(in.OpenedAt)
+			r.rep.MaxResolution = max(r.rep.MaxResolution, took)
+			if took >= goalResolution && r.saidDiskFull(ctx, in) {
+				r.rep.DiskFullSlow++
+			} else {
+				r.rep.MaxResolutionSteady = max(r.rep.MaxResolutionSteady, took)
+			}
 		}
 	}
 	for _, j := range jobs {
@@ -187,110 +192,49 @@ func (r *run) collect(ctx context.Context) {
 	}
 }
 
-// parseLogs reads agentd's JSON logs for the freeze latencies it measured
-// and for anything that is not a log record (a panic).
-func (r *run) parseLogs() {
-	var freezes []time.Duration
-	defer func() {
-		sort.Slice(freezes, func(i, j int) bool { return freezes[i] < freezes[j] })
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.rep.Freezes = len(freezes)
-		if len(freezes) > 0 {
-			r.rep.FreezeP50 = freezes[len(freezes)/2]
-			r.rep.FreezeP99 = freezes[len(freezes)*99/100]
-			r.rep.MaxFreezeLog = freezes[len(freezes)-1]
-		}
-	}()
-	files, _ := filepath.Glob(filepath.Join(r.e.logs, "agentd-*.log"))
-	sort.Strings(files)
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			var rec struct {
-				Event     string  `json:"event"`
-				LatencyMS float64 `json:"latency_ms"`
-			}
-			if json.Unmarshal(line, &rec) != nil {
-				if strings.HasPrefix(string(line), "panic:") || strings.HasPrefix(string(line), "fatal error:") {
-					r.mu.Lock()
-					r.problem("%s: %s", filepath.Base(f), line)
-					r.mu.Unlock()
-				}
-				continue
-			}
-			if rec.Event == "holder.frozen" {
-				freezes = append(freezes, time.Duration(rec.LatencyMS*float64(time.Millisecond)))
-			}
-		}
-		fh.Close()
+// saidDiskFull reports whether the incident said, in its error or in a
+// needs_action step, that it waited for disk space.
+func (r *run) saidDiskFull(ctx context.Context, in apiIncident) bool {
+	if mentionsDiskFull(in.Detail.Error) {
+		return true
 	}
+	var v struct {
+		Steps []struct {
+			Name   string         `json:"name"`
+			Detail map[string]any `json:"detail"`
+		} `json:"steps"`
+	}
+	if err := r.agent.get(ctx, "/v1/incidents/"+in.ID, &v); err != nil {
+		return false
+	}
+	for _, st := range v.Steps {
+		if msg, _ := st.Detail["error"].(string); st.Name == "needs_action" && mentionsDiskFull(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+func mentionsDiskFull(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "disk full") || strings.Contains(m, "no space") || strings.Contains(m, "max_bytes")
 }
 
 // verifyStores checks every profile's healthy store against its acks.
 func (r *run) verifyStores() {
 	work := filepath.Join(r.e.root, "verify")
 	for _, p := range r.e.profiles {
-		settled := func(t time.Time) bool {
-			if !r.agent.upSince(t, 2*time.Second) {
-				return false
-			}
-			for _, in := range r.incidentsAll {
-				// A failed incident never replays: it excuses nothing.
-				if in.Store == p.db && in.State != "failed" && !in.OpenedAt.After(t.Add(time.Second)) && (in.ResolvedAt.IsZero() || in.ResolvedAt.After(t)) {
-					return false
-				}
-			}
-			return true
-		}
-		var lives []procLife
-		for _, in := range r.incidentsAll {
-			if in.Store != p.db || in.State != "failed" {
-				continue
-			}
-			for _, h := range in.Detail.Holders {
-				for _, s := range r.slots {
-					if l, ok := s.lifeOf(h.PID, in.OpenedAt); ok && s.p == p {
-						lives = append(lives, l)
-					}
-				}
-			}
-		}
-		failed := func(s *writerSlot, seen time.Time) bool {
-			for _, l := range lives {
-				// The watcher sees an ack up to one poll after it is
-				// written, and the exit is seen after the last ack.
-				if _, ok := s.lifeOf(l.pid, l.start); ok && !seen.Before(l.start) && (l.end.IsZero() || !seen.After(l.end.Add(250*time.Millisecond))) {
-					return true
-				}
-			}
-			return false
-		}
-		pr, err := checkProfile(p, r.slots, r.acks, settled, failed, work)
+		pr, err := checkProfile(p, r.slots, r.acks, r.judgeFor(p), work)
 		r.mu.Lock()
 		if err != nil {
 			r.problem("profile %s not checked: %v", p.name, err)
 			r.rep.CorruptStores++
 		}
-		r.rep.PerProfile = append(r.rep.PerProfile, pr)
-		r.rep.Acked += pr.Acked
-		r.rep.Required += pr.Required
-		r.rep.Lost += pr.Lost
-		r.rep.Duplicated += pr.Duplicated
-		r.rep.RolledBack += pr.RolledBack
-		r.rep.Resurrected += pr.Resurrected
-		r.rep.LostEarlier += pr.LostEarlier
-		r.rep.AckedAfterRolledBack += pr.AckedAfterRolledBack
-		r.rep.Unverifiable += pr.Unverifiable
+		r.addProfile(pr)
 		if err == nil && pr.Integrity != "ok" {
 			r.rep.CorruptStores++
-			r.problem("profile %s: %s", p.name, pr.Integrity)
+			r.problem("profile %s: %s", p.name, clip(pr.Integrity))
+			r.log.Warn("store corrupt", "profile", p.name, "integrity", pr.Integrity)
 		}
 		if pr.Lost > 0 {
 			r.problem("profile %s: %d of %d required rows lost (last restore %s), e.g. %s", p.name, pr.Lost, pr.Required,
@@ -300,12 +244,98 @@ func (r *run) verifyStores() {
 			r.problem("profile %s: %d rows acknowledged before a backup began are in no later backup nor the store, e.g. %s",
 				p.name, pr.LostEarlier, strings.Join(pr.LostEarlierSamples, ", "))
 		}
+		if pr.DuringLost > 0 {
+			r.problem("profile %s: %d rows committed while a restore tool wrote the store are missing and no incident was opened, e.g. %s",
+				p.name, pr.DuringLost, strings.Join(pr.DuringLostSamples, ", "))
+		}
 		if len(pr.Leftovers) > 0 {
 			r.problem("profile %s: left in the profile directory: %s", p.name, strings.Join(pr.Leftovers, ", "))
 		}
 		r.mu.Unlock()
 	}
 }
+
+// addProfile adds one profile's counts to the run's; callers hold r.mu.
+func (r *run) addProfile(pr ProfileReport) {
+	r.rep.PerProfile = append(r.rep.PerProfile, pr)
+	r.rep.Acked += pr.Acked
+	r.rep.Required += pr.Required
+	r.rep.Lost += pr.Lost
+	r.rep.Duplicated += pr.Duplicated
+	r.rep.RolledBack += pr.RolledBack
+	r.rep.Resurrected += pr.Resurrected
+	r.rep.LostEarlier += pr.LostEarlier
+	r.rep.AckedAfterRolledBack += pr.AckedAfterRolledBack
+	r.rep.StraddleKept += pr.StraddleKept
+	r.rep.NotRolledBack += pr.NotRolledBack
+	r.rep.Unverifiable += pr.Unverifiable
+	r.rep.DuringTool += pr.DuringTool
+	r.rep.DuringMissing += pr.DuringMissing
+	r.rep.DuringLost += pr.DuringLost
+	r.rep.Leftovers += len(pr.Leftovers)
+}
+
+// judgeFor is what the run knows of p's incidents and agentd's uptime,
+// for checkProfile.
+func (r *run) judgeFor(p *profile) judge {
+	settled := func(t time.Time) bool {
+		if !r.agent.upSince(t, 2*time.Second) {
+			return false
+		}
+		for _, in := range r.incidentsAll {
+			// A failed incident never replays: it excuses nothing.
+			if in.Store == p.db && in.State != "failed" && !in.OpenedAt.After(t.Add(time.Second)) && (in.ResolvedAt.IsZero() || in.ResolvedAt.After(t)) {
+				return false
+			}
+		}
+		return true
+	}
+	var lives []procLife
+	for _, in := range r.incidentsAll {
+		if in.Store != p.db || in.State != "failed" {
+			continue
+		}
+		for _, h := range in.Detail.Holders {
+			for _, s := range r.slots {
+				if l, ok := s.lifeOf(h.PID, in.OpenedAt); ok && s.p == p {
+					lives = append(lives, l)
+				}
+			}
+		}
+	}
+	failed := func(s *writerSlot, seen time.Time) bool {
+		for _, l := range lives {
+			// The watcher sees an ack up to one poll after it is
+			// written, and the exit is seen after the last ack.
+			if _, ok := s.lifeOf(l.pid, l.start); ok && !seen.Before(l.start) && (l.end.IsZero() || !seen.After(l.end.Add(250*time.Millisecond))) {
+				return true
+			}
+		}
+		return false
+	}
+	noticed := func(rs restore) bool {
+		return incidentAround(r.incidentsAll, p.db, rs.Start, r.agent.upAfter(rs.At))
+	}
+	return judge{settled: settled, failed: failed, noticed: noticed}
+}
+
+// incidentAround reports whether an incident of db was opened from a
+// second before from to noticeWithin after to: agentd saw the tool. A
+// later fault's incident can fall in the window too; the window is short
+// so it rarely does, and the check errs towards "noticed".
+func incidentAround(incs []apiIncident, db string, from, to time.Time) bool {
+	for _, in := range incs {
+		if in.Store == db && !in.OpenedAt.Before(from.Add(-time.Second)) && !in.OpenedAt.After(to.Add(noticeWithin)) {
+			return true
+		}
+	}
+	return false
+}
+
+// noticeWithin bounds how long after a tool finished (or agentd came
+// back up) an incident still counts as the tool's: a reconcile and a
+// settle.
+const noticeWithin = 3 * time.Second
 
 func unixString(sec float64) string {
 	if sec == 0 {

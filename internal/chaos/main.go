@@ -24,15 +24,22 @@ func main() {
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "bound on the final wait for incidents and replays")
 	flag.Float64Var(&cfg.Pace, "pace", 1, "scale of every random delay (backup age, gaps between cycles, restart delays); 0.4 runs ~2.5x more cycles an hour")
 	quiet := flag.Bool("q", false, "print only the table, not the fault log")
-	faults := flag.String("faults", "", "comma-separated fault kinds to pick from (default all: "+strings.Join(AllFaults, ",")+")")
+	faults := flag.String("faults", DefaultPreset, "comma-separated fault kinds and presets to pick from: classic ("+
+		strings.Join(ClassicFaults, ",")+"), tools ("+strings.Join(ToolFaults, ",")+"), all")
+	flag.IntVar(&cfg.Containers, "containers", 1, "container writers on the default profile when container-writer is selected")
+	flag.BoolVar(&cfg.Goals, "goals", false, "fail the run when issue 18's goals are missed (freeze p99, time to resolution, rolled-back rows replayed back); without it they are printed")
+	md := flag.Bool("markdown", true, "also print the table in the README's Markdown format")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
-	if *faults != "" {
-		cfg.Faults = strings.Split(*faults, ",")
+	kinds, err := ParseFaults(*faults)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: -faults: %v\n", err)
+		os.Exit(2)
 	}
+	cfg.Faults = kinds
 	if !*quiet {
 		cfg.Progress = os.Stderr
 	}
@@ -41,6 +48,10 @@ func main() {
 	rep, err := Run(ctx, cfg)
 	if rep != nil {
 		rep.WriteTable(os.Stdout)
+		if *md {
+			fmt.Println()
+			rep.WriteMarkdown(os.Stdout)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,4 +68,71 @@ func deletedFds(pid int, dir string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// inodeHeld reports whether one of pids has an fd on path's inode,
+// whatever name or mount namespace it opened it under (an fd's stat is its
+// inode's, so a container's bind-mounted path counts too). A process that
+// exited meanwhile holds nothing; one whose fds cannot be read makes the
+// answer an error, never "no".
+func inodeHeld(path string, pids []int) (bool, error) {
+	var want unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return false, err
+	}
+	for _, pid := range pids {
+		fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue
+			}
+			return false, fmt.Errorf("list %s: %w", fdDir, err)
+		}
+		for _, fe := range fds {
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join(fdDir, fe.Name()), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// childPids lists the pids (as this process sees them) of pid's children.
+func childPids(pid int) ([]int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// nsPids is the NSpid line of /proc/<pid>/status: the pid in this
+// namespace first, then in each nested one.
+func nsPids(pid int) ([]int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			var out []int
+			for _, f := range strings.Fields(rest) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, fmt.Errorf("/proc/%d/status: bad NSpid %q", pid, rest)
+				}
+				out = append(out, n)
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("/proc/%d/status: no NSpid line", pid)
 }

@@ -15,3 +15,9 @@ func procState(pid int) (byte, error) { return 0, errNoProcState }
 func stoppedState(s byte) bool { return s == 'T' }
 
 func deletedFds(pid int, dir string) ([]string, error) { return nil, errNoProcState }
+
+func inodeHeld(path string, pids []int) (bool, error) { return false, errNoProcState }
+
+func childPids(pid int) ([]int, error) { return nil, errNoProcState }
+
+func nsPids(pid int) ([]int, error) { return nil, errNoProcState }

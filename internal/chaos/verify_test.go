@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"os"
@@ -69,10 +70,23 @@ func (f *fixture) acked(seq int64, sec, seenSec float64, copies int) {
 	f.seen.seen[rowKey{session: "s", content: hermestest.MessageContent("s", seq), ts: ts}] = f.at(seenSec)
 }
 
+// replayedBack is acked, with the row in the store once, as a replay
+// writes it: its display_metadata carries a recovery id.
+func (f *fixture) replayedBack(seq int64, sec, seenSec float64) {
+	f.t.Helper()
+	f.acked(seq, sec, seenSec, 0)
+	f.insertMeta(seq, float64(f.at(sec).UnixNano())/1e9, `{"diverted_recovery_id": "0123abcd"}`)
+}
+
 func (f *fixture) insert(seq int64, ts float64) {
 	f.t.Helper()
-	if _, err := f.db.Exec(`INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s', 'user', ?, ?)`,
-		hermestest.MessageContent("s", seq), ts); err != nil {
+	f.insertMeta(seq, ts, "")
+}
+
+func (f *fixture) insertMeta(seq int64, ts float64, meta string) {
+	f.t.Helper()
+	if _, err := f.db.Exec(`INSERT INTO messages (session_id, role, content, timestamp, display_metadata) VALUES ('s', 'user', ?, ?, NULLIF(?, ''))`,
+		hermestest.MessageContent("s", seq), ts, meta); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.db.Exec(`UPDATE sessions SET message_count = message_count + 1 WHERE id = 's'`); err != nil {
@@ -83,6 +97,13 @@ func (f *fixture) insert(seq int64, ts float64) {
 // backup writes a store holding seqs (stamped as acked) and records a
 // restore of it at restoreSec, taken at backupSec.
 func (f *fixture) backup(backupSec, restoreSec float64, rows map[int64]float64) {
+	f.t.Helper()
+	f.toolRestore(backupSec, restoreSec, restoreSec, rows)
+}
+
+// toolRestore is backup, with a restore tool that ran from startSec to
+// doneSec (a rename has startSec == doneSec).
+func (f *fixture) toolRestore(backupSec, startSec, doneSec float64, rows map[int64]float64) {
 	f.t.Helper()
 	path := filepath.Join(f.t.TempDir(), "backup.db")
 	if err := hermestest.CreateStore(path); err != nil {
@@ -103,16 +124,29 @@ func (f *fixture) backup(backupSec, restoreSec float64, rows map[int64]float64) 
 			f.t.Fatal(err)
 		}
 	}
-	f.p.recordRestore(restore{At: f.at(restoreSec), Backup: path, BackupAt: f.at(backupSec), Kind: FaultRestoreDelete})
+	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		f.t.Fatal(err)
+	}
+	f.p.recordRestore(restore{Start: f.at(startSec), At: f.at(doneSec), Backup: path, BackupAt: f.at(backupSec), Kind: FaultCpInplace})
 }
 
+// check runs the final check; settled is the judge's answer for every
+// backup, noticed its answer for every restore.
 func (f *fixture) check(settled bool) ProfileReport {
+	f.t.Helper()
+	return f.checkWith(judge{
+		settled: func(time.Time) bool { return settled },
+		failed:  func(*writerSlot, time.Time) bool { return false },
+		noticed: func(restore) bool { return false },
+	})
+}
+
+func (f *fixture) checkWith(j judge) ProfileReport {
 	f.t.Helper()
 	if _, err := f.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		f.t.Fatal(err)
 	}
-	pr, err := checkProfile(f.p, []*writerSlot{f.slot}, f.seen,
-		func(time.Time) bool { return settled }, func(*writerSlot, time.Time) bool { return false }, f.t.TempDir())
+	pr, err := checkProfile(f.p, []*writerSlot{f.slot}, f.seen, j, f.t.TempDir())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -125,14 +159,14 @@ func (f *fixture) check(settled bool) ProfileReport {
 func TestCheckProfileCounts(t *testing.T) {
 	f := newFixture(t)
 	f.backup(8, 10, map[int64]float64{1: 1, 2: 2})
-	f.acked(1, 1, 1.01, 1)   // in the backup and the store
-	f.acked(2, 2, 2.01, 2)   // twice in the store: one duplicate
-	f.acked(3, 3, 3.01, 0)   // acked before the backup, in no backup: lost earlier
-	f.acked(4, 9, 9.01, 0)   // after the backup, before the restore: rolled back
-	f.acked(5, 9.5, 9.6, 1)  // rolled back, then replayed back in
-	f.acked(6, 9.9, 10.2, 0) // stamped before the restore, acked after it: rolled back
-	f.acked(7, 11, 11.01, 1) // after the restore: required, there
-	f.acked(8, 12, 12.01, 0) // after the restore: required, lost
+	f.acked(1, 1, 1.01, 1)      // in the backup and the store
+	f.acked(2, 2, 2.01, 2)      // twice in the store: one duplicate
+	f.acked(3, 3, 3.01, 0)      // acked before the backup, in no backup: lost earlier
+	f.acked(4, 9, 9.01, 0)      // after the backup, before the restore: rolled back
+	f.replayedBack(5, 9.5, 9.6) // rolled back, then replayed back in
+	f.acked(6, 9.9, 10.2, 0)    // stamped before the restore, acked after it: rolled back
+	f.acked(7, 11, 11.01, 1)    // after the restore: required, there
+	f.acked(8, 12, 12.01, 0)    // after the restore: required, lost
 	pr := f.check(true)
 	want := ProfileReport{Acked: 8, Required: 2, Lost: 1, Duplicated: 1, RolledBack: 2, Resurrected: 1, LostEarlier: 1,
 		AckedAfterRolledBack: 1, Integrity: "ok", Restores: 1}
@@ -171,5 +205,60 @@ func TestCheckProfileCorruptFTS(t *testing.T) {
 	}
 	if pr := f.check(true); pr.Integrity == "ok" {
 		t.Fatal("a damaged messages_fts index passed the integrity check")
+	}
+}
+
+// TestReadRowsDamaged: a store with one broken leaf page of messages
+// cannot be read whole; readRowsDamaged still reads every other row.
+func TestReadRowsDamaged(t *testing.T) {
+	f := newFixture(t)
+	const n = 2000
+	// One transaction (the fixture's pool is one connection).
+	if _, err := f.db.Exec("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= n; seq++ {
+		f.insert(seq, float64(seq))
+	}
+	if _, err := f.db.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	f.db.Close()
+	b, err := os.ReadFile(f.p.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize := int(b[16])<<8 | int(b[17])
+	broken := -1
+	for off := pageSize; off+pageSize <= len(b); off += pageSize {
+		// A table b-tree leaf holding this writer's contents is a page of
+		// messages (the FTS5 tables are external-content: no text).
+		if b[off] == 0x0d && bytes.Contains(b[off:off+pageSize], []byte("msg s #1000")) {
+			b[off] = 0xff // no valid page type
+			broken = off / pageSize
+			break
+		}
+	}
+	if broken < 0 {
+		t.Fatal("no leaf page of messages found")
+	}
+	if err := os.WriteFile(f.p.db, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRows(f.p.db); err == nil {
+		t.Fatalf("readRows read a store whose page %d is broken", broken)
+	}
+	got, bad, err := readRowsDamaged(f.p.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad == 0 || len(got.rows) == 0 || len(got.rows) >= n || len(got.rows) < n-2*256 {
+		t.Fatalf("%d rows read, %d ranges unreadable; want all but the broken page's, at least one range unreadable", len(got.rows), bad)
+	}
+	if got.rows[rowKey{session: "s", content: hermestest.MessageContent("s", 1), ts: 1}] != 1 {
+		t.Error("row 1, far from the broken page, not read")
 	}
 }

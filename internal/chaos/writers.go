@@ -24,13 +24,27 @@ type writerSlot struct {
 	bin     string
 	log     *slog.Logger
 	restart func() time.Duration // delay before a restart
+	// container, when set, runs the writer in its own mount and pid
+	// namespaces with the profile directory bind-mounted here.
+	container string
+	unshare   string
 
 	mu      sync.Mutex
-	cur     *hermestest.Writer
+	cur     writerProc
+	curPid  int // the running writer's host pid
 	started time.Time
 	exits   map[string]int // why writers ended: SIGTERM, SIGKILL, exit 1, spawn failed
 	spawns  int
 	history []procLife // every writer process this slot ran
+}
+
+// writerProc is a running writer: the test writer itself
+// (*hermestest.Writer) or one in a container (*containerProc).
+type writerProc interface {
+	Done() <-chan struct{}
+	Exited() (bool, error)
+	Stop(timeout time.Duration) error
+	Kill()
 }
 
 func newWriterSlot(e *env, p *profile, i int, rate float64, log *slog.Logger, restart func() time.Duration) (*writerSlot, error) {
@@ -48,6 +62,50 @@ func newWriterSlot(e *env, p *profile, i int, rate float64, log *slog.Logger, re
 		exits: map[string]int{}}, nil
 }
 
+// newContainerSlot is a writer slot whose writers run in a container of
+// their own (container.go) with p's directory as the volume at
+// <root>/containers/<name>/data, an empty directory on the host.
+func newContainerSlot(e *env, p *profile, i int, rate float64, log *slog.Logger, restart func() time.Duration, unshare string) (*writerSlot, error) {
+	s, err := newWriterSlot(e, p, i, rate, log, restart)
+	if err != nil {
+		return nil, err
+	}
+	s.name += "-ct"
+	s.log = log.With("writer", s.name)
+	s.opts.Session = s.name
+	s.opts.Ack = filepath.Join(e.acks, s.name+".ack")
+	s.container = filepath.Join(e.root, "containers", s.name, "data")
+	if err := os.MkdirAll(s.container, 0o700); err != nil {
+		return nil, fmt.Errorf("create container volume %s: %w", s.container, err)
+	}
+	s.opts.DB = filepath.Join(s.container, filepath.Base(p.db))
+	s.unshare = unshare
+	return s, nil
+}
+
+// spawn starts one writer process and returns it with its host pid.
+func (s *writerSlot) spawn() (writerProc, int, error) {
+	if s.container != "" {
+		c, err := spawnContainerWriter(s.unshare, s.bin, s.opts, s.p.dir, s.container, 30*time.Second)
+		if err != nil {
+			return nil, 0, err
+		}
+		return c, c.hostPid, nil
+	}
+	w, err := hermestest.SpawnWriter(s.bin, s.opts, 30*time.Second)
+	if err != nil {
+		return nil, 0, err
+	}
+	return w, w.Pid, nil
+}
+
+func (s *writerSlot) exitReason(err error) string {
+	if s.container != "" {
+		return containerExitReason(err)
+	}
+	return exitReason(err)
+}
+
 // loop keeps the writer running until stop is closed, then stops it.
 func (s *writerSlot) loop(stop <-chan struct{}) {
 	defer s.opts.Stderr.(*os.File).Close()
@@ -57,7 +115,7 @@ func (s *writerSlot) loop(stop <-chan struct{}) {
 			return
 		default:
 		}
-		w, err := hermestest.SpawnWriter(s.bin, s.opts, 30*time.Second)
+		w, pid, err := s.spawn()
 		s.mu.Lock()
 		s.spawns++
 		if err != nil {
@@ -69,23 +127,23 @@ func (s *writerSlot) loop(stop <-chan struct{}) {
 			}
 			continue
 		}
-		s.cur, s.started = w, time.Now()
-		s.history = append(s.history, procLife{pid: w.Pid, start: s.started})
+		s.cur, s.curPid, s.started = w, pid, time.Now()
+		s.history = append(s.history, procLife{pid: pid, start: s.started})
 		s.mu.Unlock()
 		select {
 		case <-w.Done():
 		case <-stop:
-			s.finalStop(w)
+			s.finalStop(w, pid)
 			return
 		}
 		_, werr := w.Exited()
-		why := exitReason(werr)
+		why := s.exitReason(werr)
 		s.mu.Lock()
-		s.cur = nil
+		s.cur, s.curPid = nil, 0
 		s.exits[why]++
 		s.history[len(s.history)-1].end = time.Now()
 		s.mu.Unlock()
-		s.log.Debug("writer ended; restarting", "pid", w.Pid, "why", why)
+		s.log.Debug("writer ended; restarting", "pid", pid, "why", why)
 		if sleepOrStop(stop, s.restart()) {
 			return
 		}
@@ -95,14 +153,14 @@ func (s *writerSlot) loop(stop <-chan struct{}) {
 // finalStop ends the writer at the end of the run: SIGTERM, SIGCONT in
 // case an incident still holds it (the run checked for that before), then
 // SIGKILL if it does not go.
-func (s *writerSlot) finalStop(w *hermestest.Writer) {
+func (s *writerSlot) finalStop(w writerProc, pid int) {
 	if err := w.Stop(15 * time.Second); err != nil {
-		s.log.Warn("writer did not stop; killing", "pid", w.Pid, "err", err)
+		s.log.Warn("writer did not stop; killing", "pid", pid, "err", err)
 		w.Kill()
 		<-w.Done()
 	}
 	s.mu.Lock()
-	s.cur = nil
+	s.cur, s.curPid = nil, 0
 	s.history[len(s.history)-1].end = time.Now()
 	s.mu.Unlock()
 }
@@ -136,7 +194,7 @@ func (s *writerSlot) pid() int {
 	if done, _ := s.cur.Exited(); done {
 		return 0
 	}
-	return s.cur.Pid
+	return s.curPid
 }
 
 func (s *writerSlot) startedAt() time.Time {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// newToolRun is a run with no agentd (it is "down": no freeze is
+// measured) and one profile holding a live test writer, for the tool
+// faults' own mechanics.
+func newToolRun(t *testing.T) (*run, *profile, *hermestest.Writer) {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{root: root, backups: filepath.Join(root, "backups"), home: filepath.Join(root, "home")}
+	for _, d := range []string{e.backups, e.home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &profile{name: "default", dir: e.home, db: filepath.Join(e.home, "state.db")}
+	e.profiles = []*profile{p}
+	r := &run{cfg: Config{Pace: 0.05}, e: e, agent: &agentProc{}, rep: newReport(Config{}),
+		rng: rand.New(rand.NewPCG(1, 2)), log: slog.New(slog.DiscardHandler)}
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: p.db, Create: true, Rate: 50, Session: "s"})
+	waitAcks(t, w.AckPath, 5)
+	return r, p, w
+}
+
+func waitAcks(t *testing.T, path string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		acks, err := hermestest.ReadAcks(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acks) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d acks in %s after 20s, want %d", len(acks), path, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inode is path's inode number, 0 when it does not exist.
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestToolFaults runs each tool fault with the real tool against a store
+// with a live writer (no agentd) and checks that it did to the files what
+// the operator's command does, and that the restore was recorded with the
+// span the tool ran: the harness's judgement of every row rests on both.
+func TestToolFaults(t *testing.T) {
+	for _, bin := range []string{"sqlite3", "rsync", "tar", "cp"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed (.ci/run installs it)", bin)
+		}
+	}
+	for _, kind := range []string{FaultCpInplace, FaultRsyncInplace, FaultMvAsideCopy, FaultCpRmSidecars, FaultTarExtract, FaultSqlite3Restore} {
+		t.Run(kind, func(t *testing.T) {
+			r, p, w := newToolRun(t)
+			if kind == FaultSqlite3Restore {
+				r.cfg.Pace = 1 // a backup at least 1 s old: rows to see rolled back
+			}
+			main0, wal0 := inode(t, p.db), inode(t, p.db+"-wal")
+			if _, err := r.toolFault(context.Background(), kind, p); err != nil {
+				t.Fatal(err)
+			}
+			main1, wal1 := inode(t, p.db), inode(t, p.db+"-wal")
+			rs := p.allRestores()
+			if len(rs) != 1 {
+				t.Fatalf("%d restores recorded, want 1", len(rs))
+			}
+			got := rs[0]
+			if got.Kind != kind || !got.BackupAt.Before(got.Start) || got.At.Before(got.Start) {
+				t.Errorf("restore %+v: want kind %s, backup before start, start ≤ done", got, kind)
+			}
+			if !strings.Contains(got.Command, shellQuote(got.Backup)) && kind != FaultTarExtract && kind != FaultSqlite3Restore {
+				t.Errorf("command %q does not name the backup %s", got.Command, got.Backup)
+			}
+			sameMain := kind == FaultCpInplace || kind == FaultRsyncInplace || kind == FaultCpRmSidecars || kind == FaultSqlite3Restore
+			if (main1 == main0) != sameMain {
+				t.Errorf("main inode %d → %d; want the same inode: %t", main0, main1, sameMain)
+			}
+			if keepsWAL := kind != FaultCpRmSidecars; (wal1 == wal0) != keepsWAL {
+				t.Errorf("-wal inode %d → %d; want it kept: %t", wal0, wal1, keepsWAL)
+			}
+			switch kind {
+			case FaultMvAsideCopy:
+				if inode(t, filepath.Join(p.dir, "state.db.old")) != main0 || !p.isOperatorFile("state.db.old") {
+					t.Errorf("state.db.old is not the old main, recorded as the operator's (operator files %v)", p.operatorNames())
+				}
+				if next := p.asideName(); next == "state.db.old" {
+					t.Error("a second mv-aside would move state.db over the first one's orphan")
+				}
+			case FaultTarExtract:
+				if got.Command != "tar -xf "+shellQuote(got.Backup+".tar") {
+					t.Errorf("command %q, want tar -xf of the backup's tarball", got.Command)
+				}
+			case FaultSqlite3Restore:
+				rolledBackGone(t, p.db, w.AckPath, got)
+			}
+		})
+	}
+}
+
+// rolledBackGone checks that rows acknowledged after the backup began and
+// well before the restore are no longer in the store: the restore took.
+func rolledBackGone(t *testing.T, db, ackPath string, rs restore) {
+	t.Helper()
+	acks, err := hermestest.ReadAcks(ackPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, a := range acks {
+		if a.Timestamp < unixSec(rs.BackupAt.Add(300*time.Millisecond)) || a.Timestamp > unixSec(rs.Start.Add(-100*time.Millisecond)) {
+			continue
+		}
+		out, err := exec.Command("sqlite3", "-readonly", db,
+			"select count(*) from messages where content = '"+hermestest.MessageContent(a.Session, a.Seq)+"'").CombinedOutput()
+		if err != nil {
+			t.Fatalf("sqlite3 -readonly: %v: %s", err, out)
+		}
+		if strings.TrimSpace(string(out)) != "0" {
+			t.Errorf("seq %d, acked after the backup and before the restore, is still in the store", a.Seq)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatalf("no row acknowledged between the backup (%s) and the restore (%s) to check", rs.BackupAt, rs.Start)
+	}
+}
