@@ -112,20 +112,22 @@ func fdLinks(t *testing.T, pid int) string {
 	return strings.Join(out, " ")
 }
 
-// waitState polls /proc until pid is (or is no longer) stopped.
+// waitState polls /proc/<pid>/status until pid is (or is no longer)
+// stopped.
 func waitState(t *testing.T, pid int, stopped bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := procState(pid)
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stoppedState(st) == stopped {
+		_, rest, _ := strings.Cut(string(b), "\nState:\t")
+		if len(rest) > 0 && (rest[0] == 'T' || rest[0] == 't') == stopped {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pid %d state %c, want stopped: %t", pid, st, stopped)
+			t.Fatalf("pid %d state %.1s, want stopped: %t", pid, rest, stopped)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
