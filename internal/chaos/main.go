@@ -28,6 +28,7 @@ func main() {
 		strings.Join(ClassicFaults, ",")+"), tools ("+strings.Join(ToolFaults, ",")+"), all")
 	flag.IntVar(&cfg.Containers, "containers", 1, "container writers on the default profile when container-writer is selected")
 	flag.BoolVar(&cfg.Goals, "goals", false, "fail the run when issue 18's goals are missed (freeze p99, time to resolution, rolled-back rows replayed back); without it they are printed")
+	acceptance := flag.Bool("acceptance", true, "failed incidents and files left in profile directories fail the run (issue 18's acceptance); false prints them only")
 	md := flag.Bool("markdown", true, "also print the table in the README's Markdown format")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -40,6 +41,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Faults = kinds
+	cfg.ReportOnlyAcceptance = !*acceptance
 	if !*quiet {
 		cfg.Progress = os.Stderr
 	}

@@ -94,6 +94,12 @@ func TestFailReasons(t *testing.T) {
 			t.Errorf("%s: the run passes", name)
 		}
 	}
+	if r := (&Report{IncidentsFailed: 1, Leftovers: 2, ReportOnly: true}); r.Failed() {
+		t.Errorf("-acceptance=false: failed incidents and leftovers fail the run: %v", r.FailReasons())
+	}
+	if r := (&Report{IncidentsFailed: 1, Lost: 1, ReportOnly: true}); !r.Failed() {
+		t.Error("-acceptance=false lets a lost row pass")
+	}
 	// Missing with an incident to count them is reported, not a failure.
 	if r := (&Report{DuringTool: 5, DuringMissing: 3}); r.Failed() {
 		t.Errorf("rows an incident saw fail the run: %v", r.FailReasons())

@@ -40,6 +40,11 @@ type Config struct {
 	// namespaces) the default profile gets when container-writer is
 	// among Faults; default 1.
 	Containers int
+	// ReportOnlyAcceptance prints issue 18's acceptance checks that
+	// today's agentd still fails for known reasons (failed incidents,
+	// files left in profile directories) without failing the run: for CI
+	// until the incident engine's fixes land. Zero: they fail the run.
+	ReportOnlyAcceptance bool
 	// Goals makes issue 18's goals (freeze p99, time to resolution,
 	// rolled-back rows replayed back) fail the run when missed; without
 	// it they are printed with met or MISSED. A shared machine's timings
