@@ -7,10 +7,11 @@ import (
 	"os"
 )
 
-// GuardFiles names the two inodes a guard holds: a store's main file and
-// its -shm, as they were at one generation.
+// GuardFiles names the inodes a guard holds: a store's main file, its
+// -wal (zero when the generation has none yet) and its -shm, as they were
+// at one generation.
 type GuardFiles struct {
-	Main, SHM FileID
+	Main, WAL, SHM FileID
 }
 
 // ErrGuardRefused means another open file description holds a write lock
@@ -25,10 +26,15 @@ var ErrGuardRefused = errors.New("guard lock refused")
 // -wal and -shm under a live writer. It never takes a write lock and
 // touches no other byte, so readers and writers go on as before.
 //
+// It also keeps the generation's -wal open, unlocked: with no connection
+// able to be the last closer nobody checkpoints a store that went idle,
+// so the guard must be able to show what an unlinked -wal still held,
+// and keep its inode alive for a capture.
+//
 // A Guard is not safe for concurrent use; its owner serializes Close.
 type Guard struct {
-	main, shm *os.File
-	ids       GuardFiles
+	main, wal, shm *os.File
+	ids            GuardFiles
 }
 
 // ArmGuard opens mainPath and mainPath+"-shm" read-only (never following a
@@ -45,13 +51,17 @@ func ArmGuard(mainPath string, want GuardFiles, check func(header []byte) error)
 	if g.main, err = openGuardFile(mainPath, want.Main); err != nil {
 		return nil, err
 	}
-	if g.shm, err = openGuardFile(mainPath+"-shm", want.SHM); err != nil {
-		g.main.Close()
-		return nil, err
-	}
 	fail := func(err error) (*Guard, error) {
 		g.Close()
 		return nil, err
+	}
+	if g.shm, err = openGuardFile(mainPath+"-shm", want.SHM); err != nil {
+		return fail(err)
+	}
+	if !want.WAL.IsZero() {
+		if g.wal, err = openGuardFile(mainPath+"-wal", want.WAL); err != nil {
+			return fail(err)
+		}
 	}
 	if err := g.checkHeader(check); err != nil {
 		return fail(err)
@@ -115,17 +125,60 @@ func refused(err error) error {
 // IDs are the inodes the guard holds.
 func (g *Guard) IDs() GuardFiles { return g.ids }
 
+// WAL and SHM are the guard's read-only fds on the generation's -wal (nil
+// when it had none) and -shm, for ReadAt only; the guard keeps owning them.
+func (g *Guard) WAL() *os.File { return g.wal }
+func (g *Guard) SHM() *os.File { return g.shm }
+
+// GuardDup is a copy of a guard's fds that outlives the guard: the same
+// open file descriptions, so the main's read lock stays while either is
+// open.
+type GuardDup struct {
+	Main, WAL, SHM *os.File
+}
+
+// Dup duplicates the guard's fds (close-on-exec), for an incident that
+// must keep the generation alive after the guard moves on. The caller
+// closes them, under the same rule as Close.
+func (g *Guard) Dup() (GuardDup, error) {
+	var d GuardDup
+	for _, p := range []struct {
+		src *os.File
+		dst **os.File
+	}{{g.main, &d.Main}, {g.wal, &d.WAL}, {g.shm, &d.SHM}} {
+		if p.src == nil {
+			continue
+		}
+		f, err := dupFile(p.src)
+		if err != nil {
+			d.Close()
+			return GuardDup{}, fmt.Errorf("guard: dup %s: %w", p.src.Name(), err)
+		}
+		*p.dst = f
+	}
+	return d, nil
+}
+
+// Close closes the copies that are open.
+func (d GuardDup) Close() {
+	for _, f := range []*os.File{d.Main, d.WAL, d.SHM} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 // Close releases both locks by closing the guard's fds. Like every
 // close(2), it also drops each POSIX lock this process holds on those
 // inodes: call it only where the process has no POSIX-locked connection on
 // the store (the agent's SQLite connections use OFD locks).
 func (g *Guard) Close() error {
 	var errs []error
-	for _, f := range []*os.File{g.main, g.shm} {
+	for _, f := range []*os.File{g.main, g.wal, g.shm} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
 	}
-	g.main, g.shm = nil, nil
+	g.main, g.wal, g.shm = nil, nil, nil
 	return errors.Join(errs...)
 }

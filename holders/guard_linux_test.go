@@ -268,3 +268,54 @@ func TestGuardRefusedByWriteLock(t *testing.T) {
 	}
 	g.Close()
 }
+
+// The guard keeps the generation's -wal open (no lock on it), and Dup
+// hands out copies that keep the main's read lock and the -wal's inode
+// after the guard itself is closed: what an incident over an unlinked
+// -wal of an idle store captures from.
+func TestGuardHoldsWALAndDups(t *testing.T) {
+	db, w := startStore(t)
+	acksGrow(t, w, 2)
+	want := GuardFiles{Main: idOf(t, db), WAL: idOf(t, db+"-wal"), SHM: idOf(t, db+"-shm")}
+	readLocks := func(id FileID) int {
+		n := 0
+		for _, l := range locksOn(t, id) {
+			if l.class == "OFDLCK" && l.mode == "READ" {
+				n++
+			}
+		}
+		return n
+	}
+	before := readLocks(want.Main)
+	g, err := ArmGuard(db, want, walMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(g.WAL().Fd()), &st); err != nil || (FileID{Dev: st.Dev, Ino: st.Ino}) != want.WAL {
+		t.Fatalf("guard's -wal fd is %v (%v), want %v", FileID{Dev: st.Dev, Ino: st.Ino}, err, want.WAL)
+	}
+	if l := locksOn(t, want.WAL); len(l) != 0 {
+		t.Fatalf("the guard locked the -wal: %+v", l)
+	}
+	d, err := g.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := readLocks(want.Main); n != before+1 {
+		t.Fatalf("read locks on the main after the guard closed, its copy open: %d, want %d", n, before+1)
+	}
+	if err := os.Remove(db + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(int(d.WAL.Fd()), &st); err != nil || st.Nlink != 0 || st.Ino != want.WAL.Ino {
+		t.Fatalf("the copy does not hold the unlinked -wal: nlink %d ino %d (%v)", st.Nlink, st.Ino, err)
+	}
+	d.Close()
+	if n := readLocks(want.Main); n != before {
+		t.Fatalf("read locks on the main after the copy closed: %d, want %d", n, before)
+	}
+}

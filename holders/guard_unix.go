@@ -4,7 +4,10 @@ package holders
 
 import (
 	"errors"
+	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // guardOpenFlags: never follow a symlink put at the path, and never block
@@ -17,4 +20,13 @@ func isSymlinkErr(err error) bool { return errors.Is(err, syscall.ELOOP) }
 // another lock is in the way.
 func isLockConflict(err error) bool {
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES)
+}
+
+// dupFile duplicates f's fd with close-on-exec set.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }

@@ -216,6 +216,10 @@ type RestoreResult struct {
 	Integrity       string   `json:"integrity"`
 	// LockRetries counts the waits for another process's write lock.
 	LockRetries int `json:"lock_retries,omitempty"`
+	// Checkpointed: an online restore's pages were copied from the WAL
+	// into the main file before its connection closed. False when another
+	// connection was in the way; agentd checkpoints once the store is idle.
+	Checkpointed bool `json:"checkpointed,omitempty"`
 }
 
 // RefusedError is a restore that was not done, and why.

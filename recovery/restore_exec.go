@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,8 +75,20 @@ func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res R
 		}
 	}
 	res.LockRetries = l.retries
-	return p.verify(ctx, conn, res)
+	if res, err = p.verify(ctx, conn, res); err != nil {
+		return res, err
+	}
+	// The restored pages are in the WAL; with agentd's guard armed no
+	// closer checkpoints them, and a leftover -wal deleted by hand would
+	// take the restore with it.
+	cp, err := store.TruncateCheckpoint(ctx, conn, restoreBusyTimeoutMS)
+	res.Checkpointed = err == nil && cp.Done
+	return res, nil
 }
+
+// restoreBusyTimeoutMS is the restore connection's wait per lock attempt;
+// lockLoop retries on top of it.
+const restoreBusyTimeoutMS = 1000
 
 // verify checks the restored store and counts its rows.
 func (p *RestorePlan) verify(ctx context.Context, q store.Querier, res RestoreResult) (RestoreResult, error) {
@@ -132,7 +145,7 @@ func (l *lockLoop) busy(err error) error {
 // uses: mode=rw (never creates), PERSIST_WAL set before anything else, a
 // short busy timeout (the caller retries), and the store must be WAL.
 func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
-	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(1000)")
+	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout("+strconv.Itoa(restoreBusyTimeoutMS)+")")
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)
 	}

@@ -48,6 +48,7 @@ type Writable struct {
 	conn *sql.Conn
 
 	mu          sync.Mutex
+	dirty       bool // committed since the last complete checkpoint
 	retryBudget time.Duration
 	onBusy      func(attempt int) // test hook: called before each busy backoff
 }
@@ -150,12 +151,17 @@ func needsCJK(ctx context.Context, q Querier) (string, error) {
 // Path is the store's absolute path.
 func (w *Writable) Path() string { return w.path }
 
-// Close closes the connection. PERSIST_WAL keeps -wal and -shm in place.
+// Close checkpoints what this connection committed (see Checkpoint; best
+// effort) and closes the connection. PERSIST_WAL keeps -wal and -shm in
+// place.
 func (w *Writable) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var err error
 	if w.conn != nil {
+		if w.dirty {
+			_, _ = w.checkpointLocked(context.Background())
+		}
 		err = w.conn.Close()
 		w.conn = nil
 	}
@@ -166,6 +172,32 @@ func (w *Writable) Close() error {
 		return fmt.Errorf("close %s: %w", w.path, err)
 	}
 	return nil
+}
+
+// Checkpoint copies the WAL into the main file and truncates it
+// (TruncateCheckpoint: it never waits for another connection). Every
+// writer of stateguard checkpoints what it committed before it closes: the
+// agent's guard keeps any connection from being the last closer that
+// would, so rows the agent wrote into a store nobody else has open would
+// otherwise stay only in its -wal.
+func (w *Writable) Checkpoint(ctx context.Context) (Checkpoint, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn == nil {
+		return Checkpoint{}, fmt.Errorf("%s: closed", w.path)
+	}
+	return w.checkpointLocked(ctx)
+}
+
+func (w *Writable) checkpointLocked(ctx context.Context) (Checkpoint, error) {
+	cp, err := TruncateCheckpoint(ctx, w.conn, writeBusyTimeoutMS)
+	if err != nil {
+		return cp, fmt.Errorf("checkpoint %s: %w", w.path, err)
+	}
+	if cp.Done {
+		w.dirty = false
+	}
+	return cp, nil
 }
 
 // QueryContext runs a read outside any transaction; Writable is a Querier.
@@ -204,6 +236,7 @@ func (w *Writable) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit to %s: %w", w.path, err)
 	}
+	w.dirty = true
 	return nil
 }
 

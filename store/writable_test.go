@@ -344,3 +344,36 @@ func TestPersistWALReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Close checkpoints what the Writable committed, even though it is not the
+// last connection (a live writer is idle beside it; the agent's guard
+// would stop any last-closer checkpoint anyway): the main file alone holds
+// the row, and the -wal is truncated, not removed.
+func TestWritableCloseCheckpoints(t *testing.T) {
+	path := newHermesStore(t)
+	other := hermestest.StartWriter(t, hermestest.WriterOptions{DB: path, Session: "other", Count: 5, CheckpointEvery: -1, Linger: true})
+	waitAckCount(t, other, 5)
+	w, err := OpenWritable(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne(t, w, "mine", "written by the agent")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() != 0 {
+		t.Fatalf("-wal after Close: %v %v, want it kept and empty", fi, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(t.TempDir(), "main.db")
+	if err := os.WriteFile(alone, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rawDB(t, alone).QueryRow("SELECT count(*) FROM messages WHERE content = 'written by the agent'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the agent's row in the main file alone: %d %v", n, err)
+	}
+}

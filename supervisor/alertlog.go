@@ -22,6 +22,7 @@ var quietEvents = map[string]bool{
 	EventGenerationChanged: true,
 	EventStoreDiscovered:   true,
 	EventStoreRemoved:      true,
+	EventGuardCheckpointed: true,
 }
 
 type alertHandler struct {

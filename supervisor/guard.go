@@ -125,7 +125,8 @@ func requireWAL(b []byte) error {
 }
 
 func guardFiles(gen store.Generation) holders.GuardFiles {
-	return holders.GuardFiles{Main: holders.FileID(gen.Main.ID), SHM: holders.FileID(gen.SHM.ID)}
+	ids := gen.IDs()
+	return holders.GuardFiles{Main: holders.FileID(ids.Main), WAL: holders.FileID(ids.WAL), SHM: holders.FileID(ids.SHM)}
 }
 
 // guardArm arms gen. A new generation is armed before the old one's fds
@@ -186,7 +187,7 @@ func (w *worker) guardArm(gen store.Generation) {
 		return
 	}
 	gd.g, gd.retry, gd.failed = g, false, ""
-	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "shm", want.SHM.String())
+	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "wal", want.WAL.String(), "shm", want.SHM.String())
 	if old != nil {
 		w.guardCloseOne(old, "generation changed")
 	}
@@ -218,7 +219,7 @@ func (w *worker) guardCloseOne(g *holders.Guard, why string) {
 	if err := g.Close(); err != nil {
 		w.log.Warn("guard close", "err", err)
 	}
-	w.log.Info("guard released", "event", EventGuardReleased, "main", ids.Main.String(), "shm", ids.SHM.String(), "reason", why)
+	w.log.Info("guard released", "event", EventGuardReleased, "main", ids.Main.String(), "wal", ids.WAL.String(), "shm", ids.SHM.String(), "reason", why)
 }
 
 // guardSet publishes the guard's state and, on a change, the agent-wide

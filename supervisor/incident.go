@@ -60,9 +60,16 @@ type pin struct {
 
 // openIncident journals a new incident for orphans, then pins, prepares
 // and releases per policy. frozen maps the pids already stopped to when.
-func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation) {
+// seed are pins the agent already holds on the orphan (the guard's fds
+// when no process holds it); an incident without orphans has nobody to
+// release and goes straight to capture.
+func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation, seed []*pin) {
 	ctx := w.a.ctx
 	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now(), replacedAt: replacedAt(w.st.Path, kind, at)}
+	journalPolicy := string(policy)
+	if len(orphans) == 0 {
+		journalPolicy = "none"
+	}
 	var recs []HolderRecord
 	for _, p := range orphans {
 		li.holders = append(li.holders, liveHolder{ref: p.Ref(), exe: p.Exe, files: p.Files})
@@ -84,7 +91,7 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 		steps = append(steps, Step{Name: StepFrozen, To: StateFrozen, Detail: map[string]any{"pids": pids}})
 	}
 	inc, err := w.a.journal.OpenIncident(ctx, Incident{
-		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: kind, State: state, Policy: string(policy),
+		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: kind, State: state, Policy: journalPolicy,
 		Detail: IncidentDetail{OldGeneration: old, NewGeneration: generationRecord(gen), Holders: recs, ReplacedAt: at},
 	}, steps...)
 	if err != nil {
@@ -96,8 +103,12 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 				_ = holders.Thaw(h.ref)
 			}
 		}
+		for _, p := range seed {
+			_ = p.f.Close()
+		}
 		return
 	}
+	li.pins = seed
 	li.id, li.state = inc.ID, inc.State
 	if w.st.Kind == store.Hermes {
 		w.markHermesDiverts(li)
@@ -117,8 +128,16 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 				"latency_ms", float64(t.Sub(at).Microseconds())/1000)
 		}
 	}
+	for _, p := range seed {
+		w.log.Info("orphan inode pinned", "event", EventHolderPinned, "incident", li.id, "pid", os.Getpid(),
+			"role", string(p.role), "id", p.id.String(), "current", p.role == holders.RoleMain, "from", "guard")
+	}
 	w.pinAll(li)
 	w.prepare(li)
+	if len(li.holders) == 0 {
+		w.transition(li, StateReleased, Step{Name: StepReleased, Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}})
+		return
+	}
 	if len(frozen) > 0 && policy != PolicyHold && !w.preCapture(li) {
 		// No capture yet (disk full, no main snapshot): releasing now
 		// would leave the orphan alive only through our pins, and an

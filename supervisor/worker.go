@@ -184,11 +184,13 @@ func (w *worker) check(at time.Time) {
 				"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID, "intended", w.intended())
 			if len(orphans) == 0 {
 				w.checkForeignSidecars(ch, gen, sr)
+				w.lostWAL(ch, w.gen, gen, at)
 			}
 		}
 	}
 	old, hadGen := w.gen, w.haveGen
 	w.gen, w.haveGen = gen, true
+	defer w.checkpointIdle(gen, sr) // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
 	if len(orphans) == 0 {
 		return
@@ -213,7 +215,7 @@ func (w *worker) check(at time.Time) {
 	if hadGen {
 		oldRec = generationRecord(old)
 	}
-	w.openIncident(kind, policy, orphans, frozen, at, oldRec, gen)
+	w.openIncident(kind, policy, orphans, frozen, at, oldRec, gen, nil)
 }
 
 // Settle times: a change is classified once no further event for the

@@ -1,0 +1,112 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+)
+
+// The guard's read lock stops every "last closer" checkpoint, so a store
+// whose last connection closed keeps its committed rows in the -wal until
+// someone checkpoints. The agent does it itself once the store is idle
+// (checkpointIdle), and because an operator may delete a leftover -wal
+// before that, the guard keeps the -wal's inode open too: a -wal unlinked
+// with committed frames still in it is a sidecar_lost incident with no
+// live holder (lostWAL), captured from the guard's own fds.
+
+// EventGuardCheckpointed: the agent checkpointed an idle guarded store.
+const EventGuardCheckpointed = "guard.checkpointed"
+
+// checkpointIdle copies an idle guarded store's WAL into its main file.
+// Idle means the last full scan saw no process on the store and the
+// targeted one sr confirms it, with no incident in progress. The check is
+// cheap when there is nothing to do: the wal-index says whether every
+// committed frame was already backfilled. It runs on
+// the worker, between steps, so no connection of the agent is open on the
+// store meanwhile.
+func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
+	g := w.guard.g
+	if g == nil || w.busy() || (sr != nil && len(sr.Holders) > 0) || !w.a.scanSawNoHolder(w.st.Path) {
+		return
+	}
+	ids := gen.IDs()
+	if ids.WAL == (store.FileID{}) || guardFiles(gen) != g.IDs() {
+		return // only the generation the guard holds, so its fds vouch for the files
+	}
+	if bl, err := store.ReadWALBacklog(g.WAL(), g.SHM()); err == nil && !bl.Pending() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.a.ctx, time.Minute)
+	defer cancel()
+	cp, err := store.CheckpointIdle(ctx, w.st.Path, ids)
+	if err != nil {
+		w.log.Warn("checkpoint of the idle store failed; retried at the next reconcile", "err", err)
+		return
+	}
+	if !cp.Done {
+		w.log.Debug("checkpoint of the idle store incomplete; retried at the next reconcile", "frames", cp.Frames, "backfilled", cp.Backfilled)
+		return
+	}
+	w.log.Info("idle store checkpointed: its committed rows are in the main file", "event", EventGuardCheckpointed)
+}
+
+// scanSawNoHolder reports whether the last full scan saw no process
+// (other than the agent) on the store. A process the scan could not
+// inspect does not count: a checkpoint that never waits is safe beside
+// any connection, and idleness only spares live writers the extra I/O.
+func (a *Agent) scanSawNoHolder(path string) bool {
+	last := a.cache.Last()
+	if last == nil {
+		return false
+	}
+	sr := last.Store(path)
+	return sr != nil && len(sr.Holders) == 0
+}
+
+// lostWAL opens a sidecar_lost incident for a -wal that was unlinked or
+// replaced under nobody while it still held committed frames that are not
+// in the main file (an operator deleting "leftover" sidecars of an idle
+// store, or a race with checkpointIdle). The guard's fds keep the orphan
+// alive; they are duplicated into the incident's pins, which the capture
+// reads. An empty or fully checkpointed -wal is a plain generation change.
+func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Time) {
+	if !ch.Has(store.WALRemoved) && !ch.Has(store.WALReplaced) {
+		return
+	}
+	if ch.Has(store.MainReplaced) || ch.Has(store.MainRemoved) || ch.Has(store.MainCreated) {
+		return // a restore: rows before it are rolled back on purpose
+	}
+	g := w.guard.g
+	if g == nil || g.WAL() == nil || g.IDs().WAL != holders.FileID(old.WAL.ID) || g.IDs().Main != holders.FileID(gen.Main.ID) {
+		return
+	}
+	bl, err := store.ReadWALBacklog(g.WAL(), g.SHM())
+	if err != nil {
+		w.log.Warn("cannot read the unlinked -wal the guard holds; treating it as holding rows", "err", err)
+	} else if !bl.Pending() {
+		w.log.Debug("unlinked -wal held nothing that is not in the main file", "backlog", bl.String())
+		return
+	}
+	dup, err := g.Dup()
+	if err != nil {
+		w.log.Error("cannot keep the unlinked -wal for a capture", "event", EventCaptureFailed, "err", err)
+		return
+	}
+	var pins []*pin
+	for _, p := range []struct {
+		role holders.Role
+		f    *os.File
+		id   holders.FileID
+	}{{holders.RoleMain, dup.Main, g.IDs().Main}, {holders.RoleWAL, dup.WAL, g.IDs().WAL}, {holders.RoleSHM, dup.SHM, g.IDs().SHM}} {
+		if p.f != nil {
+			pins = append(pins, &pin{role: p.role, id: p.id, f: p.f})
+		}
+	}
+	w.log.Warn("a -wal holding committed rows was unlinked while no process had the store open",
+		"backlog", fmt.Sprint(bl), "wal", g.IDs().WAL.String())
+	w.openIncident(KindSidecarLost, PolicyObserve, nil, nil, at, generationRecord(old), gen, pins)
+}

@@ -1,0 +1,226 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// mainOnlyRows copies the store's main file alone (no -wal, no -shm) and
+// returns the messages in that copy: what survives `rm -f state.db-wal
+// state.db-shm`.
+func mainOnlyRows(t *testing.T, db string) map[string]int {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "main-only.db")
+	src, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close() // the test process's SQLite connections use OFD locks
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dbRows(t, dst)
+}
+
+func walSize(t *testing.T, db string) int64 {
+	t.Helper()
+	fi, err := os.Lstat(db + "-wal")
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+// A writer that exits cleanly while the guard is armed cannot checkpoint
+// on close (the guard's lock is why): the agent does it once the store is
+// idle, within a reconcile or two, so the main file alone holds every
+// acknowledged row.
+func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, guardOn)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 40, Rate: 200, CheckpointEvery: -1})
+	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitExit(t, w, 20*time.Second)
+	acks := w.Acks(t)
+	if len(acks) != 40 {
+		t.Fatalf("writer acknowledged %d rows, want 40", len(acks))
+	}
+	eventually(t, "the idle store's WAL checkpointed into the main", 4*time.Second, func() bool {
+		return walSize(t, db) == 0
+	})
+	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows not in the main file after the idle checkpoint: %v", len(miss), miss)
+	}
+	if incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db}); err != nil || len(incs) > 0 {
+		t.Fatalf("incidents: %+v %v", incs, err)
+	}
+	// Now the leftovers are empty: deleting them is a plain change.
+	removeSidecars(t, db)
+	eventually(t, "the agent to see the sidecars gone", 5*time.Second, func() bool {
+		st := a.guardStatus(db)
+		return st != nil && strings.HasPrefix(st.Reason, "main file only")
+	})
+	if incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db}); err != nil || len(incs) > 0 {
+		t.Fatalf("an empty -wal deleted opened incidents: %+v %v", incs, err)
+	}
+	checkExactlyOnce(t, acks, dbRows(t, db), time.Time{}, time.Time{})
+}
+
+func removeSidecars(t *testing.T, db string) {
+	t.Helper()
+	for _, s := range []string{"-wal", "-shm"} {
+		if err := os.Remove(db + s); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The operator's habit: a writer stops cleanly, nobody has the store open,
+// and `rm -f state.db-wal state.db-shm` comes before the agent could
+// checkpoint (the reconcile is far away here). The guard kept the -wal's
+// inode: a sidecar_lost incident with no holder captures it, and every row
+// comes back.
+func TestUnlinkedIdleWALIsAnIncident(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, time.Hour })
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 60, Rate: 300, CheckpointEvery: -1})
+	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitExit(t, w, 20*time.Second)
+	acks := w.Acks(t)
+	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) == 0 {
+		t.Fatal("every row already in the main file: the test cannot tell the unlinked -wal is recovered")
+	}
+	removeSidecars(t, db)
+	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+	if inc.Kind != KindSidecarLost || inc.State != StateResolved || len(inc.Detail.Holders) != 0 {
+		t.Fatalf("incident %s: kind %s state %s holders %+v error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Holders, inc.Detail.Error)
+	}
+	if miss := missingAcks(acks, captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows missing from the capture", len(miss))
+	}
+	checkExactlyOnce(t, acks, dbRows(t, db), time.Time{}, time.Time{})
+	// The replay's own connection checkpointed what it wrote.
+	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) > 0 {
+		t.Fatalf("%d replayed rows only in the -wal after the replay", len(miss))
+	}
+}
+
+// The unlink races the idle checkpoint: at random moments after the
+// writer's exit, with a short reconcile. Whichever wins, no row is lost:
+// either the checkpoint came first and the delete is a plain change, or
+// an incident opens and replays the rows.
+func TestUnlinkRacesIdleCheckpoint(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, 200*time.Millisecond })
+	incidents := 0
+	for i := range 8 {
+		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: fmt.Sprintf("race%d", i), Count: 30, Rate: 500, CheckpointEvery: -1})
+		waitGuard(t, a, db, GuardArmed, 10*time.Second)
+		waitExit(t, w, 20*time.Second)
+		time.Sleep(time.Duration(i) * 60 * time.Millisecond) // spread the unlink across the reconcile period
+		removeSidecars(t, db)
+		// Open the store again, as the next gateway would, so the guard
+		// re-arms on the new generation.
+		next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: fmt.Sprintf("next%d", i), Count: 1})
+		waitExit(t, next, 20*time.Second)
+		waitSettled(t, a, db)
+		all, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, inc := range all[incidents:] {
+			if inc.State != StateResolved {
+				t.Fatalf("round %d: incident %s ended %s: %s", i, inc.ID, inc.State, inc.Detail.Error)
+			}
+		}
+		incidents = len(all)
+		rows := dbRows(t, db)
+		checkExactlyOnce(t, w.Acks(t), rows, time.Time{}, time.Time{})
+		checkExactlyOnce(t, next.Acks(t), rows, time.Time{}, time.Time{})
+	}
+	t.Logf("%d of 8 unlinks beat the idle checkpoint and became incidents", incidents)
+}
+
+// A replay into an idle guarded store leaves its rows in the main file:
+// the replay's connection checkpoints before it closes. Sidecars deleted
+// at any moment around the replay lose nothing.
+func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
+	home, db := testHome(t)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 3})
+	waitExit(t, w, 20*time.Second)
+	dbRows(t, db) // leaves -wal and -shm for the guard
+	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, 300*time.Millisecond })
+	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	for i := range 6 {
+		sess := fmt.Sprintf("replayed%d", i)
+		jsonl := filepath.Join(t.TempDir(), sess+".jsonl")
+		var b strings.Builder
+		for n := range 25 {
+			fmt.Fprintf(&b, `{"role": "user", "content": "%s row %d", "timestamp": %d.5}`+"\n", sess, n, 1732912345+n)
+		}
+		if err := os.WriteFile(jsonl, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		job, err := a.journal.EnqueueJob(context.Background(), Job{Store: db, Path: jsonl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := false
+		eventually(t, "the replay to finish", 20*time.Second, func() bool {
+			j, err := a.journal.GetJob(context.Background(), job.ID)
+			if err == nil && !deleted && (i%2 == 1 || j.State != JobQueued) {
+				removeSidecars(t, db) // odd rounds: before the job is even claimed
+				deleted = true
+			}
+			return err == nil && (j.State == JobDone || j.State == JobFailed)
+		})
+		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != JobDone {
+			t.Fatalf("round %d: job ended %s: %s", i, j.State, j.LastError)
+		}
+		if !deleted {
+			removeSidecars(t, db)
+		}
+		dbRows(t, db) // sidecars again, for the guard to re-arm on
+		waitSettled(t, a, db)
+		main := mainOnlyRows(t, db)
+		for n := range 25 {
+			c := fmt.Sprintf("%s row %d", sess, n)
+			if got := main[c]; got != 1 {
+				t.Fatalf("round %d: %q %d times in the main file, want 1", i, c, got)
+			}
+		}
+	}
+}
+
+// waitSettled waits until the agent has dealt with the store's last
+// change: its guard holds the generation now at the path (so the check
+// that saw the change has run, and any incident it opened exists), and no
+// incident is unfinished.
+func waitSettled(t *testing.T, a *Agent, db string) {
+	t.Helper()
+	eventually(t, "the guard on the current generation and no incident open", 30*time.Second, func() bool {
+		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db, OpenOnly: true})
+		if err != nil || len(incs) > 0 {
+			return false
+		}
+		if _, err := os.Lstat(db + "-shm"); err != nil {
+			return false
+		}
+		return guarded(t, fileID(t, db), fileID(t, db+"-shm"))
+	})
+}
