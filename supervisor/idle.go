@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
@@ -72,7 +73,8 @@ func (a *Agent) scanSawNoHolder(path string) bool {
 // in the main file (an operator deleting "leftover" sidecars of an idle
 // store, or a race with checkpointIdle). The guard's fds keep the orphan
 // alive; they are duplicated into the incident's pins, which the capture
-// reads. An empty or fully checkpointed -wal is a plain generation change.
+// reads. An empty or fully checkpointed -wal is a plain generation change,
+// and so is one that was moved, not unlinked.
 func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Time) {
 	if !ch.Has(store.WALRemoved) && !ch.Has(store.WALReplaced) {
 		return
@@ -82,6 +84,14 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	}
 	g := w.guard.g
 	if g == nil || g.WAL() == nil || g.IDs().WAL != holders.FileID(old.WAL.ID) || g.IDs().Main != holders.FileID(gen.Main.ID) {
+		return
+	}
+	// Only a -wal no directory names any more is lost: one renamed away
+	// (a mispaired incident's quarantine moves the replaced main's
+	// sidecars into its capture) still exists, and is another incident's.
+	if fi, err := g.WAL().Stat(); err != nil {
+		return
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 0 {
 		return
 	}
 	bl, err := store.ReadWALBacklog(g.WAL(), g.SHM())

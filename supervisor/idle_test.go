@@ -224,3 +224,39 @@ func waitSettled(t *testing.T, a *Agent, db string) {
 		return guarded(t, fileID(t, db), fileID(t, db+"-shm"))
 	})
 }
+
+// A restore done while agentd is down leaves a new main next to the old
+// generation's sidecars, under a live writer. The agent's first check may
+// arm the guard on what it finds (it cannot know yet that the sidecars are
+// foreign); the mispaired incident then moves them into its capture. That
+// move is not an unlinked -wal: no second, sidecar_lost incident may
+// replay the old WAL's rows again (chaos seed 2 once did: 4 rows
+// duplicated and 28 rolled-back rows re-added).
+func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
+	for round := range 3 {
+		home, db := testHome(t)
+		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "old", Rate: 300, CheckpointEvery: -1})
+		eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+			acks := w.Acks(t)
+			return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
+		})
+		renameFreshOver(t, db) // the main only: mispaired
+		renamed := time.Now()
+		a := startAgent(t, home, guardOn)
+		inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
+		if inc.Kind != KindMispaired || inc.State != StateResolved {
+			t.Fatalf("round %d: incident %s: kind %s state %s error %q", round, inc.ID, inc.Kind, inc.State, inc.Detail.Error)
+		}
+		waitExit(t, w, 10*time.Second)
+		next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "new", Count: 5})
+		waitExit(t, next, 20*time.Second)
+		waitSettled(t, a, db)
+		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		if err != nil || len(incs) != 1 {
+			t.Fatalf("round %d: incidents %+v (%v), want only the mispaired one", round, incs, err)
+		}
+		rows := dbRows(t, db)
+		checkExactlyOnce(t, w.Acks(t), rows, renamed, renamed.Add(-replaceMargin-100*time.Millisecond))
+		checkExactlyOnce(t, next.Acks(t), rows, time.Time{}, time.Time{})
+	}
+}
