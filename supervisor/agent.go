@@ -75,6 +75,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	workers  map[string]*worker
+	resumes  map[string][]Incident // unfinished at start, until their worker exists
 	problems []store.Problem
 	homes    []store.Home
 
@@ -135,23 +136,29 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 
-	if err := a.refreshStores(); err != nil {
-		return fail(err)
-	}
-	a.fullScan()
+	// Unfinished incidents go to their store's worker before it first
+	// looks at the store: a check that came first would take the frozen
+	// orphan of a resumed incident for a new one, and open a second
+	// incident that captures and replays the same rows again.
 	unfinished, err := a.journal.Unfinished(ctx)
 	if err != nil {
 		return fail(err)
 	}
+	a.resumes = map[string][]Incident{}
 	for _, inc := range unfinished {
-		w := a.worker(inc.Store)
-		if w == nil {
+		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
+	}
+	if err := a.refreshStores(); err != nil {
+		return fail(err)
+	}
+	for _, inc := range unfinished {
+		if a.worker(inc.Store) == nil {
 			// The store is no longer discovered; its incident still
 			// needs finishing, so give it a worker of its own.
-			w = a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
+			a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
 		}
-		w.resumeInc(inc)
 	}
+	a.fullScan()
 	a.mu.Lock()
 	for _, w := range a.workers {
 		w.kick(time.Now())
@@ -267,6 +274,8 @@ func (a *Agent) addWorker(s store.Store) *worker {
 		return w
 	}
 	w := newWorker(a, s)
+	w.resumes = a.resumes[s.Key()]
+	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
 	go w.run()
 	return w

@@ -168,3 +168,47 @@ func TestResumeNeverSignalsARecycledPid(t *testing.T) {
 		t.Fatalf("the process now at pid %d was touched: state %c", sleeper.Process.Pid, s)
 	}
 }
+
+// An agent that stops while an incident holds a writer frozen leaves it
+// frozen; the next agent resumes that incident before its first look at
+// the store. A check that came first took the frozen orphan for a new
+// one, and a second incident captured and replayed the same rows again
+// (chaos seed 10: 3 rows duplicated).
+func TestResumedIncidentBeforeFirstCheck(t *testing.T) {
+	for round := range 3 {
+		home, db := testHome(t)
+		var opts Options
+		a := startAgent(t, home, func(o *Options) {
+			o.Policies = PolicySet{Replaced: PolicyHold, SidecarLost: PolicyHold, Mispaired: PolicyHold}
+			opts = *o
+		})
+		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+		waitHolder(t, a, db, w.Pid)
+		renameFreshOver(t, db)
+		inc := waitIncident(t, a, db, 10*time.Second, StatePinned)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := a.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s := procState(t, w.Pid); s != 'T' {
+			t.Fatalf("round %d: the held writer is %c after the agent stopped, want still stopped", round, s)
+		}
+		a2, err := Start(ctx, opts)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2.reconcile()
+		if err := a2.worker(db).do(context.Background(), func() {}); err != nil {
+			t.Fatal(err)
+		}
+		incs, err := a2.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		if err != nil || len(incs) != 1 || incs[0].ID != inc.ID {
+			t.Fatalf("round %d: incidents after the restart %+v (%v), want only %s", round, incs, err, inc.ID)
+		}
+		if err := a2.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.Kill()
+	}
+}

@@ -10,11 +10,6 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-// resumeInc hands an unfinished incident from the journal to the worker.
-func (w *worker) resumeInc(inc Incident) {
-	w.reqC <- func() { w.resume(inc) }
-}
-
 // resume picks an incident up where a previous agent left it. Its holders
 // are looked up again by pid and start time: one that still lives is
 // re-pinned (it is still stopped if it was frozen: SIGSTOP outlives the

@@ -29,6 +29,9 @@ type worker struct {
 	gen     store.Generation
 	haveGen bool
 	guard   workerGuard // guard.go
+	// resumes are the store's incidents a previous agent left
+	// unfinished: resumed before the worker's first check.
+	resumes []Incident
 
 	mu   sync.Mutex // guards live for readers outside the worker
 	live map[string]*liveIncident
@@ -98,6 +101,11 @@ func (w *worker) run() {
 	// the worker, after the journal knows where each incident stands.
 	defer w.closeAllPins()
 	defer w.guardClose()
+	for _, inc := range w.resumes {
+		w.resume(inc)
+	}
+	w.resumes = nil
+	w.advanceAll()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
