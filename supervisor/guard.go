@@ -41,6 +41,9 @@ type workerGuard struct {
 	loaded bool   // pause read from the journal
 	failed string // the last guard.failed logged, so a lasting failure is said once
 	retry  bool   // the last arm failed transiently: the tick tries again
+	// claimedWAL is the guard's -wal when an incident's holders hold it:
+	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
+	claimedWAL holders.FileID
 
 	mu     sync.Mutex
 	status GuardStatus
@@ -186,7 +189,7 @@ func (w *worker) guardArm(gen store.Generation) {
 		}
 		return
 	}
-	gd.g, gd.retry, gd.failed = g, false, ""
+	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", holders.FileID{}
 	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "wal", want.WAL.String(), "shm", want.SHM.String())
 	if old != nil {
 		w.guardCloseOne(old, "generation changed")

@@ -86,6 +86,9 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	if g == nil || g.WAL() == nil || g.IDs().WAL != holders.FileID(old.WAL.ID) || g.IDs().Main != holders.FileID(gen.Main.ID) {
 		return
 	}
+	if w.guard.claimedWAL == g.IDs().WAL {
+		return // a live writer's orphan: its incident has it
+	}
 	// Only a -wal no directory names any more is lost: one renamed away
 	// (a mispaired incident's quarantine moves the replaced main's
 	// sidecars into its capture) still exists, and is another incident's.
@@ -119,4 +122,23 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	w.log.Warn("a -wal holding committed rows was unlinked while no process had the store open",
 		"backlog", fmt.Sprint(bl), "wal", g.IDs().WAL.String())
 	w.openIncident(KindSidecarLost, PolicyObserve, nil, nil, at, generationRecord(old), gen, pins)
+}
+
+// claimGuardWAL marks the guard's -wal as the orphan of the incident
+// about to open when one of its holders holds it: the guard keeps that
+// inode open until it re-arms, and the next change must not take it for
+// a -wal unlinked under nobody and capture the same rows again.
+func (w *worker) claimGuardWAL(orphans []holders.Process) {
+	g := w.guard.g
+	if g == nil || g.WAL() == nil {
+		return
+	}
+	for _, p := range orphans {
+		for _, f := range p.Files {
+			if f.ID == g.IDs().WAL {
+				w.guard.claimedWAL = f.ID
+				return
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -258,5 +259,50 @@ func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
 		rows := dbRows(t, db)
 		checkExactlyOnce(t, w.Acks(t), rows, renamed, renamed.Add(-replaceMargin-100*time.Millisecond))
 		checkExactlyOnce(t, next.Acks(t), rows, time.Time{}, time.Time{})
+	}
+}
+
+// The guard's -wal, once a holder's incident claimed it as its orphan,
+// is that incident's: when it is gone from the path the guard must not
+// open a second, holder-less incident for the same frames (chaos seed 1
+// did: the first check after an unlink under a live writer still saw
+// that writer's -wal at the path, the next saw it replaced, and 9 rows
+// were replayed twice). Here the claim is made on the worker the way
+// check makes it, the writer dies without closing, and its sidecars go.
+func TestClaimedWALIsNotALostWAL(t *testing.T) {
+	for _, claim := range []bool{true, false} {
+		t.Run(fmt.Sprintf("claimed=%v", claim), func(t *testing.T) {
+			home, db := testHome(t)
+			a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, time.Hour })
+			w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300, CheckpointEvery: -1})
+			waitHolder(t, a, db, w.Pid)
+			waitGuard(t, a, db, GuardArmed, 10*time.Second)
+			wal := fileID(t, db+"-wal")
+			wk := a.worker(db)
+			if err := wk.do(context.Background(), func() {
+				if claim {
+					wk.claimGuardWAL([]holders.Process{{Pid: w.Pid, Files: []holders.Held{{Role: holders.RoleWAL, ID: holders.FileID(wal)}}}})
+				}
+				w.Kill() // no close, no checkpoint: the rows stay in the -wal
+				<-w.Done()
+				a.fullScan()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			removeSidecars(t, db)
+			next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "next", Count: 3})
+			waitExit(t, next, 20*time.Second)
+			waitSettled(t, a, db)
+			incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claim && len(incs) != 0 {
+				t.Fatalf("a claimed -wal became incidents %+v", incs)
+			}
+			if !claim && len(incs) != 1 {
+				t.Fatalf("an unclaimed lost -wal: %d incidents, want 1 (the test cannot tell the claim works)", len(incs))
+			}
+		})
 	}
 }

@@ -223,6 +223,7 @@ func (w *worker) check(at time.Time) {
 	if hadGen {
 		oldRec = generationRecord(old)
 	}
+	w.claimGuardWAL(orphans)
 	w.openIncident(kind, policy, orphans, frozen, at, oldRec, gen, nil)
 }
 
