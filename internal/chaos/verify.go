@@ -44,6 +44,17 @@ func readRows(path string) (*storeRows, error) {
 	}
 	defer db.Close()
 	out := newStoreRows()
+	// A store whose schema never reached its main file (the writers'
+	// first commits were all in a -wal that was then unlinked, and a
+	// backup was taken before they made it again) has no tables at all:
+	// it holds no rows, and that is not corruption.
+	var objects int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master`).Scan(&objects); err != nil {
+		return nil, fmt.Errorf("read schema of %s: %w", path, err)
+	}
+	if objects == 0 {
+		return out, nil
+	}
 	if err := out.scan(db, `SELECT `+messageCols+` FROM messages`); err != nil {
 		return nil, fmt.Errorf("read messages of %s: %w", path, err)
 	}
