@@ -87,6 +87,20 @@ func guarded(t testing.TB, main, shm store.FileID) bool {
 		len(s) == 1 && s[0] == ofdLock{"READ", "128", "128"}
 }
 
+// waitGuarded waits until exactly the guard's locks are on main and shm:
+// the agent's own SQLite connection (an idle checkpoint right after the
+// guard armed) holds an identical SHARED read lock on main for a moment.
+func waitGuarded(t testing.TB, main, shm store.FileID) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !guarded(t, main, shm) {
+		if time.Now().After(deadline) {
+			t.Fatalf("armed, but the locks are main %+v shm %+v", ofdLocks(t, main), ofdLocks(t, shm))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // selfFDsOn lists this process's fds on id, except those in skip.
 func selfFDsOn(t testing.TB, id store.FileID, skip ...uintptr) []string {
 	t.Helper()

@@ -171,7 +171,7 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	var orphans []holders.Process
-	for _, p := range sr.Orphans() {
+	for _, p := range orphansNow(sr.Orphans(), w.readGeneration()) {
 		// An announced restore's own process holds the old files on
 		// purpose; anyone else it orphans is still protected.
 		if !w.owned(p.Ref()) && !w.restorer(p.Ref()) {
@@ -296,6 +296,21 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 type frozenProc struct {
 	ref holders.ProcRef
 	at  time.Time
+}
+
+// orphansNow keeps the orphans that hold an inode that is not the one at
+// its path in now, read after the scan. The scan lstats the paths before
+// it inspects the processes: a process that opened the store's next
+// generation in between (a gateway starting right after the sidecars were
+// removed) holds files the scan saw as not current, and is no orphan.
+func orphansNow(orphans []holders.Process, now store.Generation) []holders.Process {
+	var out []holders.Process
+	for i := range orphans {
+		if holdsStale(&orphans[i], now) {
+			out = append(out, orphans[i])
+		}
+	}
+	return out
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store
