@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // The benchmark host: ~500 extra processes holding ~20 fds each (some on

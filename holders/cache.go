@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Cache remembers what the last scans found so that, when a store's
@@ -31,7 +33,7 @@ type Cache struct {
 	last   *Result
 	stores map[string]StoreResult
 	procs  map[int]Process // metadata by pid, reused while StartTicks match
-	known  map[string]map[FileID]knownFile
+	known  map[string]map[fileid.ID]knownFile
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
@@ -238,14 +240,14 @@ func (c *Cache) remember(s StoreResult, full bool) {
 // holds, which the next scans must still recognize; after a full scan it
 // forgets the inodes neither at the paths nor held.
 func (c *Cache) learnGeneration(s StoreResult, full bool) {
-	held := map[FileID]bool{}
+	held := map[fileid.ID]bool{}
 	for _, p := range s.Holders {
 		for _, f := range p.Files {
 			held[f.ID] = true
 			c.learn(s.Target.Path, KnownFile{Role: f.Role, ID: f.ID, Path: f.HostPath}, true, false)
 		}
 	}
-	current := map[FileID]bool{}
+	current := map[fileid.ID]bool{}
 	for _, r := range Roles {
 		if st := s.Current[r]; st.Exists && st.Mode.IsRegular() {
 			current[st.ID] = true
@@ -256,7 +258,7 @@ func (c *Cache) learnGeneration(s StoreResult, full bool) {
 		return
 	}
 	m := c.known[s.Target.Path]
-	maps.DeleteFunc(m, func(id FileID, k knownFile) bool { return !k.explicit && !current[id] && !held[id] })
+	maps.DeleteFunc(m, func(id fileid.ID, k knownFile) bool { return !k.explicit && !current[id] && !held[id] })
 	for id, k := range m {
 		k.held = held[id]
 		m[id] = k
@@ -269,11 +271,11 @@ func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 		return
 	}
 	if c.known == nil {
-		c.known = make(map[string]map[FileID]knownFile)
+		c.known = make(map[string]map[fileid.ID]knownFile)
 	}
 	m := c.known[store]
 	if m == nil {
-		m = make(map[FileID]knownFile)
+		m = make(map[fileid.ID]knownFile)
 		c.known[store] = m
 	}
 	f.Store = store

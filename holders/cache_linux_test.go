@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -134,7 +135,7 @@ func TestCacheRemembersGenerations(t *testing.T) {
 	}
 	w.Kill()
 	<-w.Done()
-	extra := KnownFile{Store: db, Role: RoleWAL, ID: FileID{Dev: old[RoleMain].ID.Dev, Ino: 1 << 40}}
+	extra := KnownFile{Store: db, Role: RoleWAL, ID: fileid.ID{Dev: old[RoleMain].ID.Dev, Ino: 1 << 40}}
 	c.Remember(extra)
 	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
 		t.Fatal(err)

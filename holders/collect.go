@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // blindProc is an uninspectable process; groups reports its groups when it
@@ -108,7 +110,7 @@ func (c *collector) result() *Result {
 	res := &Result{Stores: make([]StoreResult, len(c.w.targets))}
 	for i, t := range c.w.targets {
 		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault(),
-			births: map[FileID]int64{}}
+			births: map[fileid.ID]int64{}}
 		for _, r := range Roles {
 			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists {
 				s.births[s.Current[r].ID] = b
@@ -211,7 +213,7 @@ func verdict(s *StoreResult) Verdict {
 
 // couldOpen reports whether an uninspectable process might hold the
 // store's files: whether its uid could open them now. When in doubt, yes.
-func couldOpen(b blindProc, dir FileState, files map[Role]FileState) bool {
+func couldOpen(b blindProc, dir fileid.State, files map[Role]fileid.State) bool {
 	if b.UID <= 0 || !dir.Exists {
 		return true
 	}
@@ -235,7 +237,7 @@ func couldOpen(b blindProc, dir FileState, files map[Role]FileState) bool {
 
 // mayAccess reports whether b's uid may get any of the permission bits
 // (in the "other" position) on st, or owns it and so could chmod it.
-func mayAccess(b blindProc, st FileState, bits fs.FileMode) bool {
+func mayAccess(b blindProc, st fileid.State, bits fs.FileMode) bool {
 	perm := st.Mode.Perm()
 	if b.UID == st.UID || perm&bits != 0 {
 		return true

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 var updateFuzzCorpus = flag.Bool("update-fuzz-corpus", false, "rewrite testdata/fuzz/FuzzLibprocDecode/fixture-* from the libproc fixtures")
@@ -98,7 +100,7 @@ func checkVnodePath(t *testing.T, b []byte) {
 	want := vnodeFile{
 		OpenFlags: le32(b, 0), // proc_fileinfo.fi_openflags
 		Path:      v.Path,
-		ID:        FileID{Dev: uint64(le32(b, 24)), Ino: le64(b, 32)},
+		ID:        fileid.ID{Dev: uint64(le32(b, 24)), Ino: le64(b, 32)},
 		Nlink:     uint64(le16(b, 30)),
 		Mode:      le16(b, 28),
 		UID:       le32(b, 40),

@@ -5,14 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-)
 
-// GuardFiles names the inodes a guard holds: a store's main file, its
-// -wal (zero when the generation has none yet) and its -shm, as they were
-// at one generation.
-type GuardFiles struct {
-	Main, WAL, SHM FileID
-}
+	"github.com/stateguard/stateguard/fileid"
+)
 
 // ErrGuardRefused means another open file description holds a write lock
 // on one of the guard's ranges (a connection in EXCLUSIVE mode, or one
@@ -34,10 +29,11 @@ var ErrGuardRefused = errors.New("guard lock refused")
 // A Guard is not safe for concurrent use; its owner serializes Close.
 type Guard struct {
 	main, wal, shm *os.File
-	ids            GuardFiles
+	ids            fileid.Family
 }
 
-// ArmGuard opens mainPath and mainPath+"-shm" read-only (never following a
+// ArmGuard opens mainPath, mainPath+"-shm" and (unless want.WAL is zero,
+// a generation with no -wal yet) mainPath+"-wal" read-only (never following a
 // symlink), checks that they are the inodes in want, lets check inspect the
 // main file's first 100 bytes, and takes the two read locks. The header is
 // checked before locking and again after: a database in rollback-journal
@@ -45,7 +41,7 @@ type Guard struct {
 // writers, and check must refuse anything that is not in WAL mode.
 //
 // On error nothing stays open or locked.
-func ArmGuard(mainPath string, want GuardFiles, check func(header []byte) error) (*Guard, error) {
+func ArmGuard(mainPath string, want fileid.Family, check func(header []byte) error) (*Guard, error) {
 	g := &Guard{ids: want}
 	var err error
 	if g.main, err = openGuardFile(mainPath, want.Main); err != nil {
@@ -83,11 +79,11 @@ func ArmGuard(mainPath string, want GuardFiles, check func(header []byte) error)
 
 // openGuardFile opens path O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC and
 // checks it is the regular file want.
-func openGuardFile(path string, want FileID) (*os.File, error) {
+func openGuardFile(path string, want fileid.ID) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|guardOpenFlags, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || isSymlinkErr(err) {
-			return nil, fmt.Errorf("guard %s: %w: %w", path, ErrIdentityChanged, err)
+			return nil, fmt.Errorf("guard %s: %w: %w", path, fileid.ErrIdentityChanged, err)
 		}
 		return nil, fmt.Errorf("guard: open %s: %w (the agent needs read access to the store's files)", path, err)
 	}
@@ -96,9 +92,9 @@ func openGuardFile(path string, want FileID) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("guard: fstat %s: %w", path, err)
 	}
-	if got := fileState(fi).ID; !fi.Mode().IsRegular() || got != want {
+	if got := fileid.Of(fi).ID; !fi.Mode().IsRegular() || got != want {
 		f.Close()
-		return nil, fmt.Errorf("guard %s: inode %v, want %v: %w", path, got, want, ErrIdentityChanged)
+		return nil, fmt.Errorf("guard %s: inode %v, want %v: %w", path, got, want, fileid.ErrIdentityChanged)
 	}
 	return f, nil
 }
@@ -123,7 +119,7 @@ func refused(err error) error {
 }
 
 // IDs are the inodes the guard holds.
-func (g *Guard) IDs() GuardFiles { return g.ids }
+func (g *Guard) IDs() fileid.Family { return g.ids }
 
 // WAL and SHM are the guard's read-only fds on the generation's -wal (nil
 // when it had none) and -shm, for ReadAt only; the guard keeps owning them.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // procLock is one line of /proc/locks.
@@ -20,7 +22,7 @@ type procLock struct {
 }
 
 // locksOn lists /proc/locks entries on id (blocked waiters excluded).
-func locksOn(t *testing.T, id FileID) []procLock {
+func locksOn(t *testing.T, id fileid.ID) []procLock {
 	t.Helper()
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
@@ -51,13 +53,13 @@ func locksOn(t *testing.T, id FileID) []procLock {
 	return out
 }
 
-func idOf(t *testing.T, path string) FileID {
+func idOf(t *testing.T, path string) fileid.ID {
 	t.Helper()
 	fi, err := os.Lstat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileState(fi).ID
+	return fileid.Of(fi).ID
 }
 
 func walMode(h []byte) error {
@@ -81,9 +83,9 @@ func openFDs(t *testing.T) int {
 func TestGuardLocksExactRanges(t *testing.T) {
 	db, w := startStore(t)
 	acksGrow(t, w, 2)
-	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	ranges := []struct {
-		id         FileID
+		id         fileid.ID
 		start, end string
 	}{
 		{want.Main, "1073741826", "1073742335"}, // [0x40000002, +510)
@@ -91,7 +93,7 @@ func TestGuardLocksExactRanges(t *testing.T) {
 	}
 	// /proc/locks is system-wide: count what is there before, so a lock
 	// some other process of the machine holds is not taken for ours.
-	ofd := func(id FileID) (exact, other int) {
+	ofd := func(id fileid.ID) (exact, other int) {
 		for _, l := range locksOn(t, id) {
 			if l.class != "OFDLCK" {
 				continue
@@ -107,7 +109,7 @@ func TestGuardLocksExactRanges(t *testing.T) {
 		}
 		return exact, other
 	}
-	before := map[FileID][2]int{}
+	before := map[fileid.ID][2]int{}
 	for _, c := range ranges {
 		e, o := ofd(c.id)
 		before[c.id] = [2]int{e, o}
@@ -142,20 +144,20 @@ func TestGuardLocksExactRanges(t *testing.T) {
 func TestGuardRefusals(t *testing.T) {
 	db, w := startStore(t)
 	acksGrow(t, w, 2)
-	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 
 	cases := []struct {
 		name  string
-		setup func(t *testing.T) (GuardFiles, func([]byte) error)
+		setup func(t *testing.T) (fileid.Family, func([]byte) error)
 		is    error
 	}{
-		{"main replaced", func(*testing.T) (GuardFiles, func([]byte) error) {
-			return GuardFiles{Main: FileID{Dev: want.Main.Dev, Ino: want.Main.Ino + 1}, SHM: want.SHM}, walMode
-		}, ErrIdentityChanged},
-		{"shm replaced", func(*testing.T) (GuardFiles, func([]byte) error) {
-			return GuardFiles{Main: want.Main, SHM: want.Main}, walMode
-		}, ErrIdentityChanged},
-		{"header refused", func(*testing.T) (GuardFiles, func([]byte) error) {
+		{"main replaced", func(*testing.T) (fileid.Family, func([]byte) error) {
+			return fileid.Family{Main: fileid.ID{Dev: want.Main.Dev, Ino: want.Main.Ino + 1}, SHM: want.SHM}, walMode
+		}, fileid.ErrIdentityChanged},
+		{"shm replaced", func(*testing.T) (fileid.Family, func([]byte) error) {
+			return fileid.Family{Main: want.Main, SHM: want.Main}, walMode
+		}, fileid.ErrIdentityChanged},
+		{"header refused", func(*testing.T) (fileid.Family, func([]byte) error) {
 			errNo := errors.New("no")
 			return want, func([]byte) error { return errNo }
 		}, nil},
@@ -175,7 +177,7 @@ func TestGuardRefusals(t *testing.T) {
 			if n := openFDs(t); n != before {
 				t.Fatalf("%d fds open after a refused guard, %d before", n, before)
 			}
-			for _, id := range []FileID{want.Main, want.SHM} {
+			for _, id := range []fileid.ID{want.Main, want.SHM} {
 				for _, l := range locksOn(t, id) {
 					if l.class == "OFDLCK" && l.mode == "READ" {
 						t.Fatalf("read lock left on %v: %+v", id, l)
@@ -190,7 +192,7 @@ func TestGuardRefusals(t *testing.T) {
 func TestGuardRefusesSymlink(t *testing.T) {
 	db, w := startStore(t)
 	acksGrow(t, w, 2)
-	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -199,21 +201,21 @@ func TestGuardRefusesSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.SHM = want.Main
-	if g, err := ArmGuard(db, want, walMode); !errors.Is(err, ErrIdentityChanged) {
+	if g, err := ArmGuard(db, want, walMode); !errors.Is(err, fileid.ErrIdentityChanged) {
 		if g != nil {
 			g.Close()
 		}
-		t.Fatalf("error %v, want ErrIdentityChanged", err)
+		t.Fatalf("error %v, want fileid.ErrIdentityChanged", err)
 	}
 }
 
 // quietStore leaves a WAL-mode store with its -wal and -shm and no process
 // holding it: a guard keeps the writer's close from removing them.
-func quietStore(t *testing.T) (string, GuardFiles) {
+func quietStore(t *testing.T) (string, fileid.Family) {
 	t.Helper()
 	db, w := startStore(t)
 	acksGrow(t, w, 2)
-	want := GuardFiles{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
+	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	g, err := ArmGuard(db, want, walMode)
 	if err != nil {
 		t.Fatal(err)
@@ -276,8 +278,8 @@ func TestGuardRefusedByWriteLock(t *testing.T) {
 func TestGuardHoldsWALAndDups(t *testing.T) {
 	db, w := startStore(t)
 	acksGrow(t, w, 2)
-	want := GuardFiles{Main: idOf(t, db), WAL: idOf(t, db+"-wal"), SHM: idOf(t, db+"-shm")}
-	readLocks := func(id FileID) int {
+	want := fileid.Family{Main: idOf(t, db), WAL: idOf(t, db+"-wal"), SHM: idOf(t, db+"-shm")}
+	readLocks := func(id fileid.ID) int {
 		n := 0
 		for _, l := range locksOn(t, id) {
 			if l.class == "OFDLCK" && l.mode == "READ" {
@@ -292,8 +294,8 @@ func TestGuardHoldsWALAndDups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(g.WAL().Fd()), &st); err != nil || (FileID{Dev: st.Dev, Ino: st.Ino}) != want.WAL {
-		t.Fatalf("guard's -wal fd is %v (%v), want %v", FileID{Dev: st.Dev, Ino: st.Ino}, err, want.WAL)
+	if err := unix.Fstat(int(g.WAL().Fd()), &st); err != nil || fileid.FromStat(&st) != want.WAL {
+		t.Fatalf("guard's -wal fd is %v (%v), want %v", fileid.FromStat(&st), err, want.WAL)
 	}
 	if l := locksOn(t, want.WAL); len(l) != 0 {
 		t.Fatalf("the guard locked the -wal: %+v", l)

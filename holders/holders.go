@@ -3,9 +3,10 @@ package holders
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Role is which of a store's three files an inode plays.
@@ -31,19 +32,6 @@ func (r Role) Suffix() string {
 	return ""
 }
 
-// FileID is the identity of one file. Dev uses the encoding of stat(2)'s
-// st_dev on the running OS (unix.Mkdev on Linux), so identities from stat,
-// /proc/<pid>/maps and libproc compare equal.
-type FileID struct {
-	Dev uint64 `json:"dev"`
-	Ino uint64 `json:"ino"`
-}
-
-func (id FileID) String() string { return fmt.Sprintf("%d:%d", id.Dev, id.Ino) }
-
-// IsZero reports whether id is unset.
-func (id FileID) IsZero() bool { return id == FileID{} }
-
 // Target is one store to look for: the absolute path of its main file. The
 // roles live at Path, Path+"-wal" and Path+"-shm".
 type Target struct {
@@ -52,17 +40,6 @@ type Target struct {
 
 // RolePath is where role r of t lives.
 func (t Target) RolePath(r Role) string { return t.Path + r.Suffix() }
-
-// FileState is what is at one role's path at scan time (lstat, never
-// followed).
-type FileState struct {
-	Exists bool        `json:"exists"`
-	ID     FileID      `json:"id"`
-	Nlink  uint64      `json:"nlink"`
-	Mode   fs.FileMode `json:"mode"`
-	UID    int         `json:"uid"`
-	GID    int         `json:"gid"`
-}
 
 // Evidence is how the scan learned that a process holds an inode.
 type Evidence string
@@ -113,13 +90,13 @@ type Held struct {
 	Path string `json:"path"`
 	// HostPath is where the agent's mount namespace sees the inode (the
 	// path at scan time); "" when it cannot be told.
-	HostPath string `json:"host_path"`
-	FD       int    `json:"fd"` // lowest fd on the inode; -1 when only mapped or locked
-	Mapped   bool   `json:"mapped"`
-	ID       FileID `json:"id"`
-	Nlink    uint64 `json:"nlink"`
-	Current  bool   `json:"current"` // ID is what is at the role's path now
-	Match    Match  `json:"match"`
+	HostPath string    `json:"host_path"`
+	FD       int       `json:"fd"` // lowest fd on the inode; -1 when only mapped or locked
+	Mapped   bool      `json:"mapped"`
+	ID       fileid.ID `json:"id"`
+	Nlink    uint64    `json:"nlink"`
+	Current  bool      `json:"current"` // ID is what is at the role's path now
+	Match    Match     `json:"match"`
 	// Evidence lists what showed the hold: fd, map, lock.
 	Evidence []Evidence `json:"evidence"`
 	// FDWrite: an fd on the inode is open for writing (O_WRONLY/O_RDWR in
@@ -208,10 +185,6 @@ type ProcRef struct {
 // ErrProcessGone is returned when a ProcRef's process has exited or its
 // pid now names another process.
 var ErrProcessGone = errors.New("process gone")
-
-// ErrIdentityChanged is returned by Pin when the fd no longer refers to the
-// inode the caller expected.
-var ErrIdentityChanged = errors.New("file identity changed")
 
 // Verdict sums up a store's scan.
 type Verdict string
@@ -320,10 +293,10 @@ type Uninspected struct {
 // they know beyond the scan (the guard's and pins' inodes, a journaled
 // generation after a restart); a Cache adds every inode it has seen.
 type KnownFile struct {
-	Store string `json:"store"` // the Target's Path
-	Role  Role   `json:"role"`
-	ID    FileID `json:"id"`
-	Path  string `json:"path,omitempty"` // where the host last saw it
+	Store string    `json:"store"` // the Target's Path
+	Role  Role      `json:"role"`
+	ID    fileid.ID `json:"id"`
+	Path  string    `json:"path,omitempty"` // where the host last saw it
 	// Birth is its birth time (statx btime, ns since the epoch) when
 	// known: an inode number freed and reused for another file is then
 	// never taken for it.
@@ -338,9 +311,9 @@ type Options struct {
 
 // StoreResult is the scan of one store.
 type StoreResult struct {
-	Target  Target             `json:"target"`
-	Current map[Role]FileState `json:"current"`
-	Holders []Process          `json:"holders"`
+	Target  Target                `json:"target"`
+	Current map[Role]fileid.State `json:"current"`
+	Holders []Process             `json:"holders"`
 	// Blind lists the uninspectable processes (and scan gaps) that could
 	// hold this store's files and that the rule does not clear: any entry
 	// keeps the verdict from being clear.
@@ -353,7 +326,7 @@ type StoreResult struct {
 	RuleNote string  `json:"rule_note,omitempty"`
 	Verdict  Verdict `json:"verdict"`
 
-	births map[FileID]int64 // of the current files, for the Cache
+	births map[fileid.ID]int64 // of the current files, for the Cache
 }
 
 // Orphans returns the holders that hold an inode no longer at its path.

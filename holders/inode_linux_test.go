@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // A main renamed aside (`mv state.db state.db.old`, then anywhere on the
@@ -221,7 +223,7 @@ func TestFIFOAtWALBlocksNothing(t *testing.T) {
 	}
 	pinned := make(chan error, 1)
 	go func() {
-		f, err := Pin(pid, fd, FileID{Dev: st.Dev, Ino: st.Ino})
+		f, err := Pin(pid, fd, fileid.FromStat(&st))
 		if f != nil {
 			f.Close()
 		}

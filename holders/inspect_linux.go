@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // fdPass says how readFDs treats one process's fds.
@@ -184,7 +186,7 @@ func (s *procScanner) statFD(fdd int, fdName string, fd int, path []byte, delete
 		}
 		return observation{}, false, err
 	}
-	f := statFacts{id: FileID{Dev: st.Dev, Ino: st.Ino}, nlink: uint64(st.Nlink), regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
+	f := statFacts{id: fileid.FromStat(&st), nlink: uint64(st.Nlink), regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
 	if cacheable {
 		s.pathCache(pass.ns)[string(path)] = f
 	}

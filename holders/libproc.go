@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Decoding of macOS libproc results. It lives in a file without build tags
@@ -88,7 +90,7 @@ func decodeFDs(b []byte) []procFD {
 type vnodeFile struct {
 	OpenFlags uint32 // the fd's FREAD/FWRITE
 	Path      string
-	ID        FileID
+	ID        fileid.ID
 	Nlink     uint64
 	Mode      uint16
 	UID       uint32
@@ -108,7 +110,7 @@ func decodeVnodeFDInfoWithPath(b []byte) (vnodeFile, error) {
 	return vnodeFile{
 		OpenFlags: le.Uint32(b[pfiOpenFlags:]),
 		Path:      string(path),
-		ID:        FileID{Dev: uint64(le.Uint32(b[vstDev:])), Ino: le.Uint64(b[vstIno:])},
+		ID:        fileid.ID{Dev: uint64(le.Uint32(b[vstDev:])), Ino: le.Uint64(b[vstIno:])},
 		Nlink:     uint64(le.Uint16(b[vstNlink:])),
 		Mode:      le.Uint16(b[vstMode:]),
 		UID:       le.Uint32(b[vstUID:]),

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Lock evidence. /proc/locks is readable by every user and lists every
@@ -21,8 +23,8 @@ import (
 type lockEntry struct {
 	class  string // POSIX, OFDLCK, FLOCK, LEASE, DELEG
 	write  bool
-	pid    int    // POSIX: the owner; OFD locks show -1 on most kernels
-	id     FileID // Dev as the kernel prints it (the superblock's), in stat(2)'s encoding
+	pid    int       // POSIX: the owner; OFD locks show -1 on most kernels
+	id     fileid.ID // Dev as the kernel prints it (the superblock's), in stat(2)'s encoding
 	start  uint64
 	end    uint64 // math.MaxUint64 for EOF
 	waiter bool   // "->": blocked, waiting for the lock
@@ -84,7 +86,7 @@ func parseLockLine(line []byte) (l lockEntry, ok bool) {
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return l, false
 	}
-	l.id = FileID{Dev: linuxMkdev(maj, mnr), Ino: ino}
+	l.id = fileid.ID{Dev: linuxMkdev(maj, mnr), Ino: ino}
 	l.start, l.end = start, math.MaxUint64
 	if string(f[6]) != "EOF" {
 		if l.end, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
@@ -137,16 +139,16 @@ func openForWrite(flags uint64) bool {
 type lockTable struct {
 	err error // the table could not be read: no evidence either way
 	// on holds every lock on a watched inode, by stat(2) identity.
-	on map[FileID][]lockEntry
+	on map[fileid.ID][]lockEntry
 	// byPid holds the POSIX (and pid-bearing) locks on watched inodes.
 	byPid map[int][]lockEntry
 	// mains maps a pid to every inode, watched or not, on which it holds
 	// a lock in SQLite's main-file lock region.
-	mains map[int][]FileID
+	mains map[int][]fileid.ID
 }
 
 func newLockTable(b []byte, w *watch) *lockTable {
-	t := &lockTable{on: map[FileID][]lockEntry{}, byPid: map[int][]lockEntry{}, mains: map[int][]FileID{}}
+	t := &lockTable{on: map[fileid.ID][]lockEntry{}, byPid: map[int][]lockEntry{}, mains: map[int][]fileid.ID{}}
 	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
 		l, ok := parseLockLine(line)
 		if !ok {
@@ -189,7 +191,7 @@ type fdLock struct {
 // lockKey is what tells two locks apart in the table: identical locks
 // held through two different open file descriptions are two lines.
 type lockKey struct {
-	id         FileID
+	id         fileid.ID
 	class      string
 	write      bool
 	start, end uint64
@@ -205,7 +207,7 @@ func keyOf(l lockEntry) lockKey {
 // grouped by same (kcmp(2) on Linux) before counting; when same cannot
 // tell, it must say true: counting too few descriptions only makes the
 // result more cautious.
-func (t *lockTable) unattributed(seen []fdLock, same func(a, b fdLock) bool) map[FileID]int {
+func (t *lockTable) unattributed(seen []fdLock, same func(a, b fdLock) bool) map[fileid.ID]int {
 	want := map[lockKey]int{}
 	for _, ls := range t.on {
 		for _, l := range ls {
@@ -229,7 +231,7 @@ func (t *lockTable) unattributed(seen []fdLock, same func(a, b fdLock) bool) map
 		}
 		groups[k] = gs
 	}
-	out := map[FileID]int{}
+	out := map[fileid.ID]int{}
 	for k, n := range want {
 		if left := n - len(groups[k]); left > 0 {
 			out[k.id] += left

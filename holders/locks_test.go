@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 func TestParseLockLine(t *testing.T) {
@@ -14,15 +16,15 @@ func TestParseLockLine(t *testing.T) {
 		want lockEntry
 	}{
 		{"1: POSIX  ADVISORY  READ 10662 fe:00:10023009 1073741826 1073742335", true,
-			lockEntry{class: "POSIX", pid: 10662, id: FileID{Dev: linuxMkdev(0xfe, 0), Ino: 10023009}, start: 1073741826, end: 1073742335}},
+			lockEntry{class: "POSIX", pid: 10662, id: fileid.ID{Dev: linuxMkdev(0xfe, 0), Ino: 10023009}, start: 1073741826, end: 1073742335}},
 		{"4: OFDLCK ADVISORY  WRITE -1 08:01:1234 128 128", true,
-			lockEntry{class: "OFDLCK", write: true, pid: -1, id: FileID{Dev: linuxMkdev(8, 1), Ino: 1234}, start: 128, end: 128}},
+			lockEntry{class: "OFDLCK", write: true, pid: -1, id: fileid.ID{Dev: linuxMkdev(8, 1), Ino: 1234}, start: 128, end: 128}},
 		{"3: FLOCK  ADVISORY  READ 12109 103:1a2:9978476 0 EOF", true,
-			lockEntry{class: "FLOCK", pid: 12109, id: FileID{Dev: linuxMkdev(0x103, 0x1a2), Ino: 9978476}, end: math.MaxUint64}},
+			lockEntry{class: "FLOCK", pid: 12109, id: fileid.ID{Dev: linuxMkdev(0x103, 0x1a2), Ino: 9978476}, end: math.MaxUint64}},
 		{"7: -> POSIX  ADVISORY  WRITE 99 fe:00:5 120 120", true,
-			lockEntry{class: "POSIX", write: true, pid: 99, id: FileID{Dev: linuxMkdev(0xfe, 0), Ino: 5}, start: 120, end: 120, waiter: true}},
+			lockEntry{class: "POSIX", write: true, pid: 99, id: fileid.ID{Dev: linuxMkdev(0xfe, 0), Ino: 5}, start: 120, end: 120, waiter: true}},
 		{"2: LEASE  ACTIVE    READ 77 00:2c:41 0 EOF", true,
-			lockEntry{class: "LEASE", pid: 77, id: FileID{Dev: linuxMkdev(0, 0x2c), Ino: 41}, end: math.MaxUint64}},
+			lockEntry{class: "LEASE", pid: 77, id: fileid.ID{Dev: linuxMkdev(0, 0x2c), Ino: 41}, end: math.MaxUint64}},
 		{"", false, lockEntry{}},
 		{"1: POSIX ADVISORY READ x fe:00:1 0 1", false, lockEntry{}},
 		{"1: POSIX ADVISORY READ 1 fe:00 0 1", false, lockEntry{}},
@@ -150,9 +152,9 @@ func TestMapsSharedWrite(t *testing.T) {
 // The table's file-owned locks are accounted one per open file
 // description the fdinfo shows them through; leftovers are unexplained.
 func TestUnattributed(t *testing.T) {
-	id := FileID{Dev: 1, Ino: 30}
+	id := fileid.ID{Dev: 1, Ino: 30}
 	ofd := lockEntry{class: "OFDLCK", pid: -1, id: id, start: 128, end: 128}
-	t3 := &lockTable{on: map[FileID][]lockEntry{id: {ofd, ofd, {class: "POSIX", pid: 5, id: id, start: 128, end: 128}}}}
+	t3 := &lockTable{on: map[fileid.ID][]lockEntry{id: {ofd, ofd, {class: "POSIX", pid: 5, id: id, start: 128, end: 128}}}}
 	sameOFD := func(a, b fdLock) bool { return a.pid == b.pid } // one description per process here
 	cases := []struct {
 		name string

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // finish turns the lock table into evidence once every process has been
@@ -57,7 +59,7 @@ func (e *scanEnv) finish(c *collector, account bool) {
 // that got the freed number (no fd to check its birth by): it is not
 // taken for a holding, and counts as a lock nobody accounts for.
 func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
-	locked := map[int][]FileID{} // per store, the distinct inodes pid locks
+	locked := map[int][]fileid.ID{} // per store, the distinct inodes pid locks
 	for _, l := range ls {
 		for _, r := range e.w.ids[l.id] {
 			if !slices.Contains(locked[r.store], l.id) {
@@ -135,7 +137,7 @@ func (e *scanEnv) selfFileLocks() []fdLock {
 		if unix.Fstat(fd, &st) != nil {
 			continue
 		}
-		if _, ok := e.w.ids[FileID{Dev: st.Dev, Ino: st.Ino}]; !ok {
+		if _, ok := e.w.ids[fileid.FromStat(&st)]; !ok {
 			continue
 		}
 		b, err := os.ReadFile("/proc/self/fdinfo/" + ent.Name())
@@ -172,7 +174,7 @@ func sameFile(a, b fdLock) bool {
 
 // explain records, per store, the file-owned locks nobody inspected
 // accounts for.
-func (e *scanEnv) explain(c *collector, left map[FileID]int) {
+func (e *scanEnv) explain(c *collector, left map[fileid.ID]int) {
 	for id, n := range left {
 		for _, r := range e.w.ids[id] {
 			c.addUnexplained(r.store, fmt.Sprintf(

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // readMaps adds the mappings of watched files. SQLite maps -shm (and the
@@ -104,7 +106,7 @@ func (s *procScanner) readMapsQuery(pd int, own bool) error {
 			}
 			continue
 		}
-		id := FileID{Dev: s.w.statDev(unix.Mkdev(q.DevMajor, q.DevMinor)), Ino: q.Inode}
+		id := fileid.ID{Dev: s.w.statDev(unix.Mkdev(q.DevMajor, q.DevMinor)), Ino: q.Inode}
 		_, indexed := s.w.ids[id]
 		if !indexed && !own {
 			s.maps = append(s.maps, mapSeen{ino: q.Inode, obs: -1})
@@ -164,7 +166,7 @@ func (s *procScanner) readMapsText(pd int, own bool) error {
 			}
 			continue
 		}
-		id := FileID{Dev: s.w.statDev(unix.Mkdev(e.Major, e.Minor)), Ino: e.Ino}
+		id := fileid.ID{Dev: s.w.statDev(unix.Mkdev(e.Major, e.Minor)), Ino: e.Ino}
 		path := trimDeleted(e.Path)
 		if _, indexed := s.w.ids[id]; !indexed && !(own && s.w.candidate(path) && s.w.roleBase(path)) {
 			s.maps = append(s.maps, mapSeen{ino: e.Ino, obs: -1})
@@ -179,7 +181,7 @@ func (s *procScanner) readMapsText(pd int, own bool) error {
 // identity exactly as stat does, and the link count; it needs
 // CAP_SYS_ADMIN, so without it the device and inode of the maps line
 // stand.
-func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id FileID, own, write bool) {
+func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id fileid.ID, own, write bool) {
 	o := observation{path: string(path), fd: -1, mapped: true, id: id, own: own, mapWrite: write, mapRange: string(vmaRange)}
 	var st unix.Stat_t
 	if unix.Fstatat(pd, "map_files/"+string(vmaRange), &st, 0) == nil {
@@ -187,7 +189,7 @@ func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id FileID, own, 
 			s.maps = append(s.maps, mapSeen{ino: id.Ino, obs: -1})
 			return
 		}
-		o.id, o.nlink, o.nlinkKnown = FileID{Dev: st.Dev, Ino: st.Ino}, uint64(st.Nlink), true
+		o.id, o.nlink, o.nlinkKnown = fileid.FromStat(&st), uint64(st.Nlink), true
 	}
 	s.maps = append(s.maps, mapSeen{ino: id.Ino, obs: len(s.obs)})
 	s.obs = append(s.obs, o)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // deletedSuffix is what Linux appends to the link text of an unlinked
@@ -21,7 +23,7 @@ type observation struct {
 	host       string // the host's view, when known ("" otherwise)
 	fd         int    // -1 for a mapping
 	mapped     bool
-	id         FileID
+	id         fileid.ID
 	nlink      uint64
 	nlinkKnown bool
 	own        bool   // seen in the scan's own mount namespace: path is the host's view
@@ -49,8 +51,8 @@ type idRef struct {
 // and the index of every inode the scan looks for.
 type watch struct {
 	targets []Target
-	current []map[Role]FileState
-	dir     []FileState
+	current []map[Role]fileid.State
+	dir     []fileid.State
 	statErr []error
 	base    []string
 	// byDir maps every spelling of a store's directory as a process may
@@ -60,7 +62,7 @@ type watch struct {
 	// ids is the index the scan matches by: every current file of every
 	// store, and every inode of an earlier generation it was told of.
 	// An inode may play roles in several stores.
-	ids map[FileID][]idRef
+	ids map[fileid.ID][]idRef
 	// roleBases are the base names of every role of every store, for
 	// the name rule where directories cannot be compared.
 	roleBases map[string]bool
@@ -70,18 +72,18 @@ type watch struct {
 	kdev map[uint64]uint64
 	// birth is the birth time of each current file, where the filesystem
 	// records one.
-	birth map[FileID]int64
+	birth map[fileid.ID]int64
 }
 
 func newWatch(targets []Target, known []KnownFile) *watch {
-	w := &watch{byDir: make(map[string][]int), ids: make(map[FileID][]idRef), roleBases: make(map[string]bool),
-		birth: make(map[FileID]int64)}
+	w := &watch{byDir: make(map[string][]int), ids: make(map[fileid.ID][]idRef), roleBases: make(map[string]bool),
+		birth: make(map[fileid.ID]int64)}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
 		i := len(w.targets)
 		w.targets = append(w.targets, t)
 		w.base = append(w.base, filepath.Base(t.Path))
-		cur := make(map[Role]FileState, len(Roles))
+		cur := make(map[Role]fileid.State, len(Roles))
 		var statErr error
 		for _, r := range Roles {
 			st, birth, err := lstatFile(t.RolePath(r))
@@ -129,7 +131,7 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 // pastBirth returns the birth time an earlier generation's inode had,
 // when id is indexed only as such and one is known: a file with this
 // identity but another birth is an unrelated file that got the number.
-func (w *watch) pastBirth(id FileID) (int64, bool) {
+func (w *watch) pastBirth(id fileid.ID) (int64, bool) {
 	var birth int64
 	for _, r := range w.ids[id] {
 		if r.current {
@@ -147,7 +149,7 @@ func (w *watch) storeIndex(path string) int {
 	return slices.IndexFunc(w.targets, func(t Target) bool { return t.Path == path })
 }
 
-func (w *watch) addID(id FileID, r idRef) {
+func (w *watch) addID(id fileid.ID, r idRef) {
 	w.ids[id] = append(w.ids[id], r)
 }
 
@@ -165,12 +167,12 @@ func (w *watch) statDev(dev uint64) uint64 {
 	return dev
 }
 
-func statState(path string) (FileState, error) {
+func statState(path string) (fileid.State, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return FileState{}, err
+		return fileid.State{}, err
 	}
-	return fileState(fi), nil
+	return fileid.Of(fi), nil
 }
 
 // splitDir splits a path at its last slash.

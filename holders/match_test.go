@@ -4,14 +4,16 @@ import (
 	"io/fs"
 	"slices"
 	"testing"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 func TestCouldOpen(t *testing.T) {
-	dir := FileState{Exists: true, Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000}
-	private := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o600, UID: 1000, GID: 1000}}
-	group := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o640, UID: 1000, GID: 50}}
-	world := map[Role]FileState{RoleMain: {Exists: true, Mode: 0o600, UID: 1000}, RoleWAL: {Exists: true, Mode: 0o644, UID: 1000}}
-	none := map[Role]FileState{}
+	dir := fileid.State{Exists: true, Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000}
+	private := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o600, UID: 1000, GID: 1000}}
+	group := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o640, UID: 1000, GID: 50}}
+	world := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o600, UID: 1000}, RoleWAL: {Exists: true, Mode: 0o644, UID: 1000}}
+	none := map[Role]fileid.State{}
 	groups := func(g ...int) func() ([]int, bool) { return func() ([]int, bool) { return g, true } }
 	unknownGroups := func() ([]int, bool) { return nil, false }
 	closedDir := dir
@@ -20,8 +22,8 @@ func TestCouldOpen(t *testing.T) {
 	cases := []struct {
 		name  string
 		b     blindProc
-		dir   FileState
-		files map[Role]FileState
+		dir   fileid.State
+		files map[Role]fileid.State
 		want  bool
 	}{
 		{"root always", blindProc{Blind: Blind{UID: 0}}, dir, private, true},
@@ -34,7 +36,7 @@ func TestCouldOpen(t *testing.T) {
 		{"not in group", blindProc{Blind: Blind{UID: 2000}, groups: groups(7)}, dir, group, false},
 		{"groups unknown", blindProc{Blind: Blind{UID: 2000}, groups: unknownGroups}, dir, group, true},
 		{"nothing at the path", blindProc{Blind: Blind{UID: 2000}}, dir, none, true},
-		{"dir missing", blindProc{Blind: Blind{UID: 2000}}, FileState{}, private, true},
+		{"dir missing", blindProc{Blind: Blind{UID: 2000}}, fileid.State{}, private, true},
 	}
 	for _, c := range cases {
 		if got := couldOpen(c.b, c.dir, c.files); got != c.want {
@@ -61,25 +63,25 @@ func TestMatchFoldsFdAndMapping(t *testing.T) {
 	w := &watch{
 		targets: []Target{{Path: "/d/state.db"}},
 		base:    []string{"state.db"},
-		current: []map[Role]FileState{{RoleSHM: {Exists: true, ID: FileID{1, 30}, Nlink: 1}}},
+		current: []map[Role]fileid.State{{RoleSHM: {Exists: true, ID: fileid.ID{Dev: 1, Ino: 30}, Nlink: 1}}},
 		byDir:   map[string][]int{"/d": {0}},
-		ids: map[FileID][]idRef{
-			{1, 30}: {{store: 0, role: RoleSHM, current: true, path: "/d/state.db-shm"}},
-			{1, 40}: {{store: 0, role: RoleMain, path: "/d/state.db"}}, // a known earlier main
+		ids: map[fileid.ID][]idRef{
+			{Dev: 1, Ino: 30}: {{store: 0, role: RoleSHM, current: true, path: "/d/state.db-shm"}},
+			{Dev: 1, Ino: 40}: {{store: 0, role: RoleMain, path: "/d/state.db"}}, // a known earlier main
 		},
 		roleBases: map[string]bool{"state.db": true, "state.db-wal": true, "state.db-shm": true},
 	}
 	hs := w.match([]observation{
-		{path: "/d/state.db-shm", fd: -1, mapped: true, id: FileID{1, 30}, own: true, mapWrite: true},
-		{path: "/d/state.db-shm", fd: 9, id: FileID{1, 30}, nlink: 1, nlinkKnown: true, own: true},
-		{path: "/d/state.db-shm", fd: 5, id: FileID{1, 30}, nlink: 1, nlinkKnown: true, own: true, fdWrite: true},
-		{path: "/d/state.db", fd: 4, id: FileID{1, 10}, own: true},       // renamed over: orphan by name
-		{path: "/d/other.db", fd: 6, id: FileID{1, 11}, own: true},       // not the store's
-		{path: "/e/state.db", fd: 7, id: FileID{1, 12}, own: true},       // not a watched dir
-		{path: "/d/state.db-wal", fd: 8, id: FileID{1, 20}, own: true},   // unlinked wal
-		{path: "/d/state.db.old", fd: 3, id: FileID{1, 40}, own: true},   // the known main, renamed aside
-		{path: "/c/state.db-wal", fd: 11, id: FileID{1, 21}, own: false}, // another namespace, host path unknown
-		{path: "/c/x", fd: 12, id: FileID{1, 22}, own: false, host: "/d/state.db-wal"},
+		{path: "/d/state.db-shm", fd: -1, mapped: true, id: fileid.ID{Dev: 1, Ino: 30}, own: true, mapWrite: true},
+		{path: "/d/state.db-shm", fd: 9, id: fileid.ID{Dev: 1, Ino: 30}, nlink: 1, nlinkKnown: true, own: true},
+		{path: "/d/state.db-shm", fd: 5, id: fileid.ID{Dev: 1, Ino: 30}, nlink: 1, nlinkKnown: true, own: true, fdWrite: true},
+		{path: "/d/state.db", fd: 4, id: fileid.ID{Dev: 1, Ino: 10}, own: true},       // renamed over: orphan by name
+		{path: "/d/other.db", fd: 6, id: fileid.ID{Dev: 1, Ino: 11}, own: true},       // not the store's
+		{path: "/e/state.db", fd: 7, id: fileid.ID{Dev: 1, Ino: 12}, own: true},       // not a watched dir
+		{path: "/d/state.db-wal", fd: 8, id: fileid.ID{Dev: 1, Ino: 20}, own: true},   // unlinked wal
+		{path: "/d/state.db.old", fd: 3, id: fileid.ID{Dev: 1, Ino: 40}, own: true},   // the known main, renamed aside
+		{path: "/c/state.db-wal", fd: 11, id: fileid.ID{Dev: 1, Ino: 21}, own: false}, // another namespace, host path unknown
+		{path: "/c/x", fd: 12, id: fileid.ID{Dev: 1, Ino: 22}, own: false, host: "/d/state.db-wal"},
 	})
 	if len(hs) != 5 {
 		t.Fatalf("holdings %+v", hs)

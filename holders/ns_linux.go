@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Mount namespaces. A process in another mount namespace (a container
@@ -53,7 +55,7 @@ var kernelDevs sync.Map // uint64 → uint64
 
 // addKernelDev records how the kernel prints the device of the store's
 // directory, when that is not stat's.
-func (w *watch) addKernelDev(dir string, st FileState) {
+func (w *watch) addKernelDev(dir string, st fileid.State) {
 	if !st.Exists || unix.Major(st.ID.Dev) != 0 {
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Pin opens a read-only fd of our own on the inode that process pid holds
@@ -15,14 +17,14 @@ import (
 // returned file is open the inode outlives its holder. Read it with
 // ReadAt/pread only; never open that path (or the file) with SQLite, which
 // would resolve the link text and create a new file named "... (deleted)".
-func Pin(pid, fd int, want FileID) (*os.File, error) {
+func Pin(pid, fd int, want fileid.ID) (*os.File, error) {
 	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
 	return pinPath(pid, path, want)
 }
 
 // PinMapped pins an inode that pid only maps (no fd), through
 // /proc/<pid>/map_files/<range>. That needs CAP_SYS_ADMIN (root).
-func PinMapped(pid int, want FileID) (*os.File, error) {
+func PinMapped(pid int, want fileid.ID) (*os.File, error) {
 	maps := "/proc/" + strconv.Itoa(pid) + "/maps"
 	b, err := os.ReadFile(maps)
 	if err != nil {
@@ -48,10 +50,10 @@ func PinMapped(pid int, want FileID) (*os.File, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	return nil, fmt.Errorf("pid %d maps no inode %v: %w", pid, want, ErrIdentityChanged)
+	return nil, fmt.Errorf("pid %d maps no inode %v: %w", pid, want, fileid.ErrIdentityChanged)
 }
 
-func pinPath(pid int, path string, want FileID) (*os.File, error) {
+func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
 	// O_NONBLOCK: the link may name a FIFO (someone put one at a store's
 	// path), whose open would wait for a writer forever; O_NOCTTY a
 	// terminal. O_NOATIME keeps the pin from touching the inode; only the
@@ -66,7 +68,7 @@ func pinPath(pid int, path string, want FileID) (*os.File, error) {
 			if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
 				return nil, fmt.Errorf("pin %s: %w", path, ErrProcessGone)
 			}
-			return nil, fmt.Errorf("pin %s: no longer open: %w", path, ErrIdentityChanged)
+			return nil, fmt.Errorf("pin %s: no longer open: %w", path, fileid.ErrIdentityChanged)
 		}
 		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
 	}
@@ -75,9 +77,9 @@ func pinPath(pid int, path string, want FileID) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fstat pinned %s: %w", path, err)
 	}
-	if got := (FileID{Dev: st.Dev, Ino: st.Ino}); got != want || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if got := fileid.FromStat(&st); got != want || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("pin %s: inode %v (mode %#o), want the regular file %v: %w", path, got, st.Mode, want, ErrIdentityChanged)
+		return nil, fmt.Errorf("pin %s: inode %v (mode %#o), want the regular file %v: %w", path, got, st.Mode, want, fileid.ErrIdentityChanged)
 	}
 	// Reads go through pread; the pin never needs to wait on the file.
 	if err := unix.SetNonblock(fd, false); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 func readAll(t *testing.T, f *os.File) []byte {
@@ -95,10 +97,10 @@ func TestPinRefusesOtherInode(t *testing.T) {
 	db, w := startStore(t)
 	s := scanOne(t, db)
 	files := byRole(holder(t, s, w.Pid))
-	if _, err := Pin(w.Pid, files[RoleMain].FD, files[RoleWAL].ID); !errors.Is(err, ErrIdentityChanged) {
+	if _, err := Pin(w.Pid, files[RoleMain].FD, files[RoleWAL].ID); !errors.Is(err, fileid.ErrIdentityChanged) {
 		t.Fatalf("pinning main's fd as the wal: %v", err)
 	}
-	if _, err := Pin(w.Pid, 9999, files[RoleMain].ID); !errors.Is(err, ErrIdentityChanged) {
+	if _, err := Pin(w.Pid, 9999, files[RoleMain].ID); !errors.Is(err, fileid.ErrIdentityChanged) {
 		t.Fatalf("pinning a closed fd: %v", err)
 	}
 	w.Kill()
@@ -125,13 +127,13 @@ func TestPinMappedShm(t *testing.T) {
 	}
 	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || (FileID{st.Dev, st.Ino}) != shm.ID {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || fileid.FromStat(&st) != shm.ID {
 		t.Fatalf("pinned %d:%d (%v), want %v", st.Dev, st.Ino, err, shm.ID)
 	}
 	if len(readAll(t, f)) == 0 {
 		t.Fatal("pinned shm is empty")
 	}
-	if _, err := PinMapped(w.Pid, FileID{Dev: shm.ID.Dev, Ino: shm.ID.Ino + 1e9}); !errors.Is(err, ErrIdentityChanged) {
+	if _, err := PinMapped(w.Pid, fileid.ID{Dev: shm.ID.Dev, Ino: shm.ID.Ino + 1e9}); !errors.Is(err, fileid.ErrIdentityChanged) {
 		t.Fatalf("pinning an unmapped inode: %v", err)
 	}
 }

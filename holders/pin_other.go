@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Pin needs /proc/<pid>/fd; on macOS the supervisor keeps its own fds on
 // each current generation instead.
-func Pin(pid, fd int, _ FileID) (*os.File, error) {
+func Pin(pid, fd int, _ fileid.ID) (*os.File, error) {
 	return nil, fmt.Errorf("pin fd %d of pid %d: not possible on %s", fd, pid, runtime.GOOS)
 }
 
 // PinMapped needs /proc/<pid>/map_files.
-func PinMapped(pid int, _ FileID) (*os.File, error) {
+func PinMapped(pid int, _ fileid.ID) (*os.File, error) {
 	return nil, fmt.Errorf("pin a mapping of pid %d: not possible on %s", pid, runtime.GOOS)
 }

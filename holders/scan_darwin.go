@@ -3,12 +3,13 @@ package holders
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // On macOS the scan lists every pid with proc_listpids, each process's
@@ -29,23 +30,12 @@ import (
 // and is unknown while one exists; the LaunchDaemon (root) sees all.
 
 // lstatFile is lstat(2); the birth time is not used here.
-func lstatFile(path string) (FileState, int64, error) {
+func lstatFile(path string) (fileid.State, int64, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return FileState{}, 0, err
+		return fileid.State{}, 0, err
 	}
-	return fileState(fi), 0, nil
-}
-
-func fileState(fi fs.FileInfo) FileState {
-	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
-	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
-		// dev_t is an int32; vinfo_stat.vst_dev the same bits unsigned.
-		st.ID = FileID{Dev: uint64(uint32(s.Dev)), Ino: s.Ino}
-		st.Nlink = uint64(s.Nlink)
-		st.UID, st.GID = int(s.Uid), int(s.Gid)
-	}
-	return st
+	return fileid.Of(fi), 0, nil
 }
 
 func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {

@@ -12,31 +12,22 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-func fileState(fi fs.FileInfo) FileState {
-	st := FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
-	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ID = FileID{Dev: s.Dev, Ino: s.Ino}
-		st.Nlink = uint64(s.Nlink)
-		st.UID, st.GID = int(s.Uid), int(s.Gid)
-	}
-	return st
-}
+	"github.com/stateguard/stateguard/fileid"
+)
 
 // lstatFile is lstat(2) through statx, which also gives the birth time
 // (0 where the filesystem keeps none).
-func lstatFile(path string) (FileState, int64, error) {
+func lstatFile(path string) (fileid.State, int64, error) {
 	var stx unix.Statx_t
 	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
 	if err != nil {
-		return FileState{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
+		return fileid.State{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	st := FileState{Exists: true, ID: FileID{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino},
+	st := fileid.State{Exists: true, ID: fileid.ID{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino},
 		Nlink: uint64(stx.Nlink), Mode: statxMode(stx.Mode), UID: int(stx.Uid), GID: int(stx.Gid)}
 	return st, statxBirth(&stx), nil
 }
@@ -226,7 +217,7 @@ type procScanner struct {
 	buf   []byte
 	obs   []observation
 	maps  []mapSeen
-	names map[FileID]bool // per scan: is a mapped inode's path a candidate (own namespace)
+	names map[fileid.ID]bool // per scan: is a mapped inode's path a candidate (own namespace)
 	// paths caches, per mount namespace, what a linked (not deleted)
 	// path names: one path is one dentry at a time, so one stat per
 	// path and scan tells every process of that namespace.
@@ -235,7 +226,7 @@ type procScanner struct {
 
 // statFacts is what a stat of an fd says.
 type statFacts struct {
-	id      FileID
+	id      fileid.ID
 	nlink   uint64
 	regular bool
 }
@@ -257,7 +248,7 @@ func newProcScanner(e *scanEnv, c *collector) *procScanner {
 	b := bufferPool.Get().(*scanBuffers)
 	return &procScanner{
 		e: e, w: e.w, c: c,
-		dents: b.dents, link: b.link, buf: b.buf, names: make(map[FileID]bool),
+		dents: b.dents, link: b.link, buf: b.buf, names: make(map[fileid.ID]bool),
 		paths: make(map[uint64]map[string]statFacts),
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -56,7 +57,7 @@ func byRole(p *Process) map[Role]Held {
 
 // wantHeld checks p holds exactly the roles in want, each current or
 // orphan as want says, and every orphan is what was at the path before.
-func wantHeld(t *testing.T, p *Process, want map[Role]bool, before map[Role]FileState) {
+func wantHeld(t *testing.T, p *Process, want map[Role]bool, before map[Role]fileid.State) {
 	t.Helper()
 	got := byRole(p)
 	if len(got) != len(want) {

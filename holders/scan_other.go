@@ -3,23 +3,20 @@
 package holders
 
 import (
-	"io/fs"
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // lstatFile is lstat(2); the birth time is not used here.
-func lstatFile(path string) (FileState, int64, error) {
+func lstatFile(path string) (fileid.State, int64, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return FileState{}, 0, err
+		return fileid.State{}, 0, err
 	}
-	return fileState(fi), 0, nil
-}
-
-func fileState(fi fs.FileInfo) FileState {
-	return FileState{Exists: true, Mode: fi.Mode(), UID: -1, GID: -1}
+	return fileid.Of(fi), 0, nil
 }
 
 func unsupported(targets []Target, o Options) *Result {

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 func refOf(t *testing.T, pid int) ProcRef {

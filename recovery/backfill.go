@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/walsalvage"
 )
@@ -220,8 +221,8 @@ func checkSharedMain(mainPath string, main, orphanWAL *os.File) error {
 	if err := unix.Lstat(mainPath, &pst); err != nil {
 		return err
 	}
-	if fileIDOf(&pst) != fileIDOf(&st) {
-		return fmt.Errorf("the main fd is %s but the path is now %s: the main was replaced", fileIDOf(&st), fileIDOf(&pst))
+	if fileid.FromStat(&pst) != fileid.FromStat(&st) {
+		return fmt.Errorf("the main fd is %s but the path is now %s: the main was replaced", fileid.FromStat(&st), fileid.FromStat(&pst))
 	}
 	var wst unix.Stat_t
 	switch err := unix.Lstat(mainPath+"-wal", &wst); {
@@ -234,7 +235,7 @@ func checkSharedMain(mainPath string, main, orphanWAL *os.File) error {
 	if err != nil {
 		return fmt.Errorf("stat orphan -wal: %w", err)
 	}
-	if fileIDOf(&wst) == fileIDOf(&ost) {
+	if fileid.FromStat(&wst) == fileid.FromStat(&ost) {
 		return errors.New("the -wal at the path is the orphan's own: this is not a sidecar_lost store")
 	}
 	if wst.Size > store.WALHeaderSize {

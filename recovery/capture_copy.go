@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -23,9 +25,9 @@ type copiedFile struct {
 	name   string
 	bytes  int64
 	sha256 string
-	origin string // "reflink", "copy", "link", "quarantined"
-	head   []byte // the first bytes (up to a SQLite header), for the manifest
-	id     FileID // identity of the written file
+	origin string    // "reflink", "copy", "link", "quarantined"
+	head   []byte    // the first bytes (up to a SQLite header), for the manifest
+	id     fileid.ID // identity of the written file
 }
 
 // ErrSourceChanged marks a source whose size changed while it was copied:
@@ -83,7 +85,7 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 	if err != nil {
 		return c, fmt.Errorf("stat %s: %w", d.join(name), err)
 	}
-	c.id = fileIDOf(&st)
+	c.id = fileid.FromStat(&st)
 	return c, nil
 }
 
@@ -145,7 +147,7 @@ func writeHeaderFile(d capDir, name string, head []byte, owner Owner) (copiedFil
 		return copiedFile{}, fmt.Errorf("write %s: %w", d.join(name), err)
 	}
 	sum := sha256.Sum256(head)
-	return copiedFile{name: name, bytes: int64(len(head)), sha256: hex.EncodeToString(sum[:]), origin: "copy", head: head, id: fileIDOf(&st)}, nil
+	return copiedFile{name: name, bytes: int64(len(head)), sha256: hex.EncodeToString(sum[:]), origin: "copy", head: head, id: fileid.FromStat(&st)}, nil
 }
 
 // readHead reads up to n bytes at offset 0 of f.

@@ -6,9 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileIDOf reads dev as the unsigned 32-bit dev_t it is on darwin.
-func fileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino} }
-
 // renameNoReplace renames without ever replacing an existing target
 // (renameatx_np RENAME_EXCL), falling back to check then rename on a
 // volume without it.

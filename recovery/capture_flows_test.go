@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -21,7 +23,7 @@ func TestMispairedQuarantineThenCapture(t *testing.T) {
 	db := filepath.Join(dir, "state.db")
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true})
 	before := len(waitAcks(t, w, 120))
-	ids := map[string]FileID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
+	ids := map[string]fileid.ID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 	fresh := filepath.Join(dir, "fresh.db")
 	if err := hermestest.CreateStore(fresh); err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func TestMispairedQuarantineThenCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := QuarantineSidecars(db, staging, map[string]FileID{"-wal": ids["-wal"], "-shm": ids["-shm"]})
+	moved, err := QuarantineSidecars(db, staging, map[string]fileid.ID{"-wal": ids["-wal"], "-shm": ids["-shm"]})
 	if err != nil || len(moved) != 2 {
 		t.Fatalf("quarantine: %v %v", moved, err)
 	}
@@ -82,7 +84,7 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	db := filepath.Join(dir, "state.db")
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, CheckpointEvery: 20})
 	before := len(waitAcks(t, w1, 100))
-	ids := map[string]FileID{"-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
+	ids := map[string]fileid.ID{"-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 	// The agent's long-lived fd on the current main; it is closed only
 	// after every SQLite connection of this process on it (cleanups run
 	// last-registered first).
@@ -137,7 +139,7 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	sg := c.Manifest.Stateguard
-	if sg.MainSource != "snapshot" || sg.Origins["state.db"] != "link" || *c.Manifest.Main.Identity != statID(t, db) || sg.WALHeader == nil {
+	if sg.MainSource != "snapshot" || sg.Origins["state.db"] != "link" || c.Manifest.Main.Identity.ID() != statID(t, db) || sg.WALHeader == nil {
 		t.Fatalf("stateguard %+v main %+v", sg, c.Manifest.Main)
 	}
 	if err := os.Remove(snap); err != nil {

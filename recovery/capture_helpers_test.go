@@ -13,17 +13,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
-func statID(t *testing.T, path string) FileID {
+func statID(t *testing.T, path string) fileid.ID {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	return fileIDOf(&st)
+	return fileid.FromStat(&st)
 }
 
 // waitAcks polls the writer's ack file until it holds at least n lines.
@@ -78,7 +81,7 @@ func stopWriter(t *testing.T, w *hermestest.Writer) (kill func()) {
 // in want (keys are the caller's names), the way the holders package pins
 // an orphan: candidates are found by readlink of /proc/<pid>/fd (a path of
 // the store's family, " (deleted)" or not) and confirmed by identity.
-func pinFromProc(t *testing.T, pid int, dbPath string, want map[string]FileID) map[string]*os.File {
+func pinFromProc(t *testing.T, pid int, dbPath string, want map[string]fileid.ID) map[string]*os.File {
 	t.Helper()
 	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(fdDir)
@@ -97,7 +100,7 @@ func pinFromProc(t *testing.T, pid int, dbPath string, want map[string]FileID) m
 			continue
 		}
 		for k, id := range want {
-			if id == fileIDOf(&st) && got[k] == nil {
+			if id == fileid.FromStat(&st) && got[k] == nil {
 				f, err := os.Open(p)
 				if err != nil {
 					t.Fatalf("pin %s (%s): %v", p, target, err)

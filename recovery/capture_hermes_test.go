@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -35,7 +37,7 @@ func TestOpenHermesCapture(t *testing.T) {
 	if info.Producer != "hermes" || info.MainHeaderOnly || info.WAL == "" || info.SHM == "" || info.Main == "" {
 		t.Fatalf("info: %+v", info)
 	}
-	if m.PID != 3624811 || m.WAL.Identity == nil || *m.WAL.Identity != (FileID{Dev: 2049, Ino: 1835532}) || m.Python == "" {
+	if m.PID != 3624811 || m.WAL.Identity == nil || m.WAL.Identity.ID() != (fileid.ID{Dev: 2049, Ino: 1835532}) || m.Python == "" {
 		t.Fatalf("manifest: %+v wal %+v", m, m.WAL)
 	}
 	if at, err := m.CapturedTime(); err != nil || at.Hour() != 7 {

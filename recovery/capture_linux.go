@@ -6,8 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func fileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: st.Dev, Ino: st.Ino} }
-
 // renameNoReplace renames without ever replacing an existing target
 // (renameat2 RENAME_NOREPLACE); a filesystem without it falls back to a
 // check then rename, which only a concurrent creator of the same name

@@ -2,10 +2,6 @@
 
 package recovery
 
-import "golang.org/x/sys/unix"
-
-func fileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)} }
-
 func renameNoReplace(oldDir int, oldName string, newDir int, newName string) error {
 	return renameCheckFirst(oldDir, oldName, newDir, newName)
 }

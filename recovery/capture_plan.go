@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // planFile is one source of the capture.
@@ -13,8 +15,8 @@ type planFile struct {
 	src     *os.File
 	srcName string
 	size    int64
-	adopt   bool   // already in the staging dir (a quarantined original)
-	id      FileID // identity of the generation's file
+	adopt   bool      // already in the staging dir (a quarantined original)
+	id      fileid.ID // identity of the generation's file
 }
 
 type capturePlan struct {
@@ -66,7 +68,7 @@ func (r *captureRun) plan(src CaptureSource) (*capturePlan, error) {
 		// The snapshot is a copy; the identity recorded is the store's main,
 		// which for sidecar_lost is still the file at the path.
 		if st, err := r.store.lstat(r.base); err == nil {
-			p.main.id = fileIDOf(&st)
+			p.main.id = fileid.FromStat(&st)
 		}
 	}
 	if p.main != nil {
@@ -93,7 +95,7 @@ func planPinned(f *os.File, name string) (*planFile, error) {
 	if !isRegular(&st) {
 		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
-	return &planFile{src: f, srcName: name, size: st.Size, id: fileIDOf(&st)}, nil
+	return &planFile{src: f, srcName: name, size: st.Size, id: fileid.FromStat(&st)}, nil
 }
 
 // planSidecar plans the -wal or -shm: a quarantined original already in
@@ -113,7 +115,7 @@ func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
 			if !isRegular(&st) {
 				return nil, fmt.Errorf("capture of %s: %s is not a regular file", r.req.DBPath, r.stage.join(name))
 			}
-			id := fileIDOf(&st)
+			id := fileid.FromStat(&st)
 			if pinned != nil && pinned.id != id {
 				return nil, fmt.Errorf("capture of %s: staging holds %s with identity %s but the pinned %s is %s: they are different generations; finish the capture in a new staging directory",
 					r.req.DBPath, r.stage.join(name), id, suffix, pinned.id)

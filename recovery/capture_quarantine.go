@@ -14,12 +14,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 )
-
-// ErrIdentityChanged marks a sidecar that is no longer the file the caller
-// recorded, so it was left where it is.
-var ErrIdentityChanged = errors.New("sidecar identity changed")
 
 // QuarantineSidecars moves the store's -wal and -shm into captureDir (a
 // staging or final capture directory of this store) by rename(2), for a
@@ -31,14 +29,14 @@ var ErrIdentityChanged = errors.New("sidecar identity changed")
 // with fstatat right before its rename, and again on the moved file right
 // after, because nothing in POSIX renames "only if still this inode". If a
 // different file slipped in between, it is renamed back (never over
-// anything) and the error wraps ErrIdentityChanged. The -wal goes first: it
+// anything) and the error wraps fileid.ErrIdentityChanged. The -wal goes first: it
 // is the file a new opener would recover into the new main. Nothing is
 // ever copied; a capture directory on another filesystem is refused.
 // moved lists the new paths; err joins every sidecar left in place.
 //
 // In a directory without the name free (a final capture that already has
 // its copy), the original goes in as <db>-wal.quarantined.
-func QuarantineSidecars(dbPath, captureDir string, want map[string]FileID) (moved []string, err error) {
+func QuarantineSidecars(dbPath, captureDir string, want map[string]fileid.ID) (moved []string, err error) {
 	if !filepath.IsAbs(dbPath) {
 		return nil, fmt.Errorf("quarantine: store path %q is not absolute", dbPath)
 	}
@@ -94,7 +92,7 @@ func QuarantineSidecars(dbPath, captureDir string, want map[string]FileID) (move
 
 // quarantineOne moves name from store into dst if it is still want. It
 // returns the name in dst when moved; a missing sidecar is no error.
-func quarantineOne(store, dst capDir, name string, want FileID) (string, error) {
+func quarantineOne(store, dst capDir, name string, want fileid.ID) (string, error) {
 	st, err := store.lstat(name)
 	if errors.Is(err, unix.ENOENT) {
 		return "", nil
@@ -103,10 +101,10 @@ func quarantineOne(store, dst capDir, name string, want FileID) (string, error) 
 		return "", fmt.Errorf("stat %s: %w", store.join(name), err)
 	}
 	if !isRegular(&st) {
-		return "", fmt.Errorf("%w: %s is not a regular file; left in place", ErrIdentityChanged, store.join(name))
+		return "", fmt.Errorf("%w: %s is not a regular file; left in place", fileid.ErrIdentityChanged, store.join(name))
 	}
-	if got := fileIDOf(&st); got != want {
-		return "", fmt.Errorf("%w: %s is %s, not the old generation's %s; left in place", ErrIdentityChanged, store.join(name), got, want)
+	if got := fileid.FromStat(&st); got != want {
+		return "", fmt.Errorf("%w: %s is %s, not the old generation's %s; left in place", fileid.ErrIdentityChanged, store.join(name), got, want)
 	}
 	for _, target := range []string{name, name + ".quarantined"} {
 		// Recorded before the rename, so a crash right after it still
@@ -128,18 +126,18 @@ func quarantineOne(store, dst capDir, name string, want FileID) (string, error) 
 		if err != nil {
 			return target, fmt.Errorf("stat quarantined %s: %w", dst.join(target), err)
 		}
-		if got := fileIDOf(&moved); got != want {
+		if got := fileid.FromStat(&moved); got != want {
 			if rerr := renameNoReplace(dst.fd, target, store.fd, name); rerr != nil {
-				return target, fmt.Errorf("%w: %s was replaced by %s between the check and the rename; it is now %s and could not be put back: %v", ErrIdentityChanged, store.join(name), got, dst.join(target), rerr)
+				return target, fmt.Errorf("%w: %s was replaced by %s between the check and the rename; it is now %s and could not be put back: %v", fileid.ErrIdentityChanged, store.join(name), got, dst.join(target), rerr)
 			}
-			return "", fmt.Errorf("%w: %s was replaced by %s between the check and the rename; put back", ErrIdentityChanged, store.join(name), got)
+			return "", fmt.Errorf("%w: %s was replaced by %s between the check and the rename; put back", fileid.ErrIdentityChanged, store.join(name), got)
 		}
 		return target, nil
 	}
 	return "", fmt.Errorf("quarantine %s: %s and %s.quarantined both exist in %s", store.join(name), name, name, dst.path)
 }
 
-func appendQuarantineList(d capDir, name string, id FileID) error {
+func appendQuarantineList(d capDir, name string, id fileid.ID) error {
 	fd, err := unix.Openat(d.fd, quarantineList, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("record quarantine in %s: %w", d.path, err)

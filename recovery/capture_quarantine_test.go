@@ -14,18 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // sidecarStore makes a store with -wal and -shm files and returns their
 // identities: the "old generation" a quarantine is asked to move.
-func sidecarStore(t *testing.T) (string, map[string]FileID) {
+func sidecarStore(t *testing.T) (string, map[string]fileid.ID) {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "state.db")
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]FileID{}
+	ids := map[string]fileid.ID{}
 	for _, s := range []string{"-wal", "-shm"} {
 		if err := os.WriteFile(db+s, []byte("old generation "+s), 0o600); err != nil {
 			t.Fatal(err)
@@ -54,7 +56,7 @@ func TestQuarantineMovesOnlyMatchingIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved, err := QuarantineSidecars(db, staging, ids)
-	if !errors.Is(err, ErrIdentityChanged) || !strings.Contains(err.Error(), db+"-shm") {
+	if !errors.Is(err, fileid.ErrIdentityChanged) || !strings.Contains(err.Error(), db+"-shm") {
 		t.Fatalf("replaced -shm: %v", err)
 	}
 	if !slices.Equal(moved, []string{filepath.Join(staging, "state.db-wal")}) {
@@ -71,7 +73,7 @@ func TestQuarantineMovesOnlyMatchingIdentities(t *testing.T) {
 	}
 
 	// Nothing asked, nothing moved; an absent sidecar is not an error.
-	moved, err = QuarantineSidecars(db, staging, map[string]FileID{"-wal": ids["-wal"]})
+	moved, err = QuarantineSidecars(db, staging, map[string]fileid.ID{"-wal": ids["-wal"]})
 	if err != nil || len(moved) != 0 {
 		t.Fatalf("second quarantine: %v %v", moved, err)
 	}
@@ -87,7 +89,7 @@ func TestQuarantineIntoFinalCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := QuarantineSidecars(db, c.Dir, map[string]FileID{"-wal": ids["-wal"]})
+	moved, err := QuarantineSidecars(db, c.Dir, map[string]fileid.ID{"-wal": ids["-wal"]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestCleanPartials(t *testing.T) {
 		t.Fatal(err)
 	}
 	sg := c.Manifest.Stateguard
-	if sg.Origins["state.db-wal"] != "quarantined" || sg.Origins["state.db-shm"] != "quarantined" || *c.Manifest.WAL.Identity != ids["-wal"] {
+	if sg.Origins["state.db-wal"] != "quarantined" || sg.Origins["state.db-shm"] != "quarantined" || c.Manifest.WAL.Identity.ID() != ids["-wal"] {
 		t.Fatalf("origins %v wal %+v", sg.Origins, c.Manifest.WAL)
 	}
 	if statID(t, filepath.Join(c.Dir, "state.db-wal")) != ids["-wal"] {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -54,9 +56,9 @@ func SnapshotMain(ctx context.Context, mainPath string, main *os.File, dst strin
 	if err := unix.Lstat(mainPath, &pst); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", mainPath, err)
 	}
-	if fileIDOf(&pst) != fileIDOf(&st) {
+	if fileid.FromStat(&pst) != fileid.FromStat(&st) {
 		return fmt.Errorf("snapshot of %s: the fd is %s but the path is now %s: the main was replaced, this is not a sidecar_lost store any more",
-			mainPath, fileIDOf(&st), fileIDOf(&pst))
+			mainPath, fileid.FromStat(&st), fileid.FromStat(&pst))
 	}
 	d, err := openVettedDir(filepath.Dir(dst))
 	if err != nil {

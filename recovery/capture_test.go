@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -29,7 +31,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 	db := filepath.Join(dir, "state.db")
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, ToolEvery: 7})
 	before := len(waitAcks(t, w, 150))
-	ids := map[string]FileID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
+	ids := map[string]fileid.ID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 
 	// The restore: a fresh store renamed over the path, sidecars removed.
 	fresh := filepath.Join(dir, "fresh.db")
@@ -62,7 +64,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 	if filepath.Base(c.Dir) != wantName || filepath.Dir(c.Dir) != dir {
 		t.Fatalf("capture dir %s, want %s in %s", c.Dir, wantName, dir)
 	}
-	if c.MainHeaderOnly || c.Manifest.WAL == nil || *c.Manifest.WAL.Identity != ids["-wal"] || *c.Manifest.Main.Identity != ids["main"] {
+	if c.MainHeaderOnly || c.Manifest.WAL == nil || c.Manifest.WAL.Identity.ID() != ids["-wal"] || c.Manifest.Main.Identity.ID() != ids["main"] {
 		t.Fatalf("manifest: %+v", c.Manifest)
 	}
 	checkModes(t, c.Dir)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -136,7 +138,7 @@ func (r *captureRun) write(p *capturePlan) (Capture, error) {
 			return Capture{}, err
 		}
 		note(c)
-		id := sc.plan.id
+		id := fileid.Pair(sc.plan.id)
 		*sc.dst = &ManifestFile{Identity: &id, File: c.name, Bytes: c.bytes, SHA256: c.sha256}
 		if sc.sfx == "-wal" {
 			sg.WALHeader = parseCaptureWALHeader(c.head)
@@ -151,7 +153,7 @@ func (r *captureRun) write(p *capturePlan) (Capture, error) {
 			return Capture{}, err
 		}
 		note(c)
-		id := p.main.id
+		id := fileid.Pair(p.main.id)
 		hdr := ParseMainHeader(c.head)
 		m.Main = &ManifestMain{Identity: &id, Size: p.main.size, Header: &hdr, File: c.name, Bytes: c.bytes, SHA256: c.sha256, Mode: MainModeCopied}
 		sg.MainSource = "pinned"
@@ -164,10 +166,10 @@ func (r *captureRun) write(p *capturePlan) (Capture, error) {
 		}
 	}
 	sg.Reflinked = clones > 0 && copies == 0
-	m.PathGeneration = map[string]FileID{}
+	m.PathGeneration = map[string]fileid.Pair{}
 	for _, sfx := range []string{"-wal", "-shm"} {
 		if st, err := r.store.lstat(r.base + sfx); err == nil {
-			m.PathGeneration[sfx] = fileIDOf(&st)
+			m.PathGeneration[sfx] = fileid.Pair(fileid.FromStat(&st))
 		}
 	}
 	if err := r.writeManifest(m); err != nil {
@@ -247,7 +249,7 @@ func (r *captureRun) linkSnapshot(p *capturePlan) (copiedFile, bool) {
 	}
 	snap, err := fstatFile(p.main.src)
 	st, lerr := r.stage.lstat(name)
-	if err != nil || lerr != nil || fileIDOf(&st) != fileIDOf(&snap) || snap.Size != p.main.size {
+	if err != nil || lerr != nil || fileid.FromStat(&st) != fileid.FromStat(&snap) || snap.Size != p.main.size {
 		_ = unix.Unlinkat(r.stage.fd, name, 0)
 		return copiedFile{}, false
 	}
@@ -263,7 +265,7 @@ func (r *captureRun) linkSnapshot(p *capturePlan) (copiedFile, bool) {
 		r.created = r.created[:len(r.created)-1]
 		return copiedFile{}, false
 	}
-	return copiedFile{name: name, bytes: p.main.size, sha256: sum, origin: "link", head: head, id: fileIDOf(&st)}, true
+	return copiedFile{name: name, bytes: p.main.size, sha256: sum, origin: "link", head: head, id: fileid.FromStat(&st)}, true
 }
 
 func (r *captureRun) writeManifest(m *Manifest) error {

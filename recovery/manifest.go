@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // The capture layout Hermes writes in capture_retired_wal_generation
@@ -35,63 +36,6 @@ const (
 	walHeaderBytes    = 32
 )
 
-// FileID is the (st_dev, st_ino) identity of one file. In manifest.json it
-// is a two-element JSON array [dev, ino]: Hermes writes
-// list((st.st_dev, st.st_ino)) and its doctor compares
-// tuple(m["wal"]["identity"]) with the identity of a holder's fd, so a
-// stateguard capture of a pid's orphan WAL is recognised by Hermes as that
-// generation's capture. An unknown identity is JSON null (nil *FileID).
-type FileID struct {
-	Dev uint64
-	Ino uint64
-}
-
-// String renders the identity as "dev:ino" for logs and errors.
-func (id FileID) String() string { return fmt.Sprintf("%d:%d", id.Dev, id.Ino) }
-
-// MarshalJSON writes [dev, ino].
-func (id FileID) MarshalJSON() ([]byte, error) {
-	return []byte("[" + strconv.FormatUint(id.Dev, 10) + "," + strconv.FormatUint(id.Ino, 10) + "]"), nil
-}
-
-// UnmarshalJSON reads [dev, ino] and, leniently, "dev:ino" or
-// {"dev": d, "ino": i}, the shapes other tools have used for the same pair.
-func (id *FileID) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) > 0 && b[0] == '[':
-		var pair []uint64
-		if err := json.Unmarshal(b, &pair); err != nil {
-			return fmt.Errorf("identity %s: %w", b, err)
-		}
-		if len(pair) != 2 {
-			return fmt.Errorf("identity %s: want [dev, ino]", b)
-		}
-		id.Dev, id.Ino = pair[0], pair[1]
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		d, i, ok := strings.Cut(s, ":")
-		var err1, err2 error
-		id.Dev, err1 = strconv.ParseUint(d, 10, 64)
-		id.Ino, err2 = strconv.ParseUint(i, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("identity %q: want \"dev:ino\"", s)
-		}
-	case len(b) > 0 && b[0] == '{':
-		var o struct{ Dev, Ino uint64 }
-		if err := json.Unmarshal(b, &o); err != nil {
-			return fmt.Errorf("identity %s: %w", b, err)
-		}
-		id.Dev, id.Ino = o.Dev, o.Ino
-	default:
-		return fmt.Errorf("identity %s: want [dev, ino]", b)
-	}
-	return nil
-}
-
 // Manifest is manifest.json of a capture directory. Fields are declared in
 // key order because Hermes writes the manifest with sort_keys=True; keys
 // only Hermes writes (python, note) are kept when read. stateguard's own
@@ -103,36 +47,36 @@ type Manifest struct {
 	Note       string        `json:"note,omitempty"`
 	// PathGeneration is the identity of each sidecar found at the path at
 	// capture time ("-wal", "-shm"): a newer writer's, if one was minted.
-	PathGeneration map[string]FileID `json:"path_generation_at_capture"`
-	PID            int               `json:"pid"`
-	Python         string            `json:"python,omitempty"`
-	SHM            *ManifestFile     `json:"shm"`
-	SQLite         string            `json:"sqlite,omitempty"`
-	Stateguard     *StateguardInfo   `json:"stateguard,omitempty"`
-	Trigger        string            `json:"trigger"`
-	Version        int               `json:"version"`
-	WAL            *ManifestFile     `json:"wal"`
+	PathGeneration map[string]fileid.Pair `json:"path_generation_at_capture"`
+	PID            int                    `json:"pid"`
+	Python         string                 `json:"python,omitempty"`
+	SHM            *ManifestFile          `json:"shm"`
+	SQLite         string                 `json:"sqlite,omitempty"`
+	Stateguard     *StateguardInfo        `json:"stateguard,omitempty"`
+	Trigger        string                 `json:"trigger"`
+	Version        int                    `json:"version"`
+	WAL            *ManifestFile          `json:"wal"`
 }
 
 // ManifestFile describes one copied file (wal, shm).
 type ManifestFile struct {
-	Bytes    int64   `json:"bytes"`
-	File     string  `json:"file"`
-	Identity *FileID `json:"identity"`
-	SHA256   string  `json:"sha256,omitempty"`
+	Bytes    int64        `json:"bytes"`
+	File     string       `json:"file"`
+	Identity *fileid.Pair `json:"identity"`
+	SHA256   string       `json:"sha256,omitempty"`
 }
 
 // ManifestMain describes the main image: the whole file (mode copied) or,
 // past MainImageMaxBytes, its 100-byte header (mode header_only, file
 // "<db>.header"). Size is the main file's size, Bytes what was kept.
 type ManifestMain struct {
-	Bytes    int64       `json:"bytes"`
-	File     string      `json:"file"`
-	Header   *MainHeader `json:"header,omitempty"`
-	Identity *FileID     `json:"identity"`
-	Mode     string      `json:"mode,omitempty"`
-	SHA256   string      `json:"sha256,omitempty"`
-	Size     int64       `json:"size"`
+	Bytes    int64        `json:"bytes"`
+	File     string       `json:"file"`
+	Header   *MainHeader  `json:"header,omitempty"`
+	Identity *fileid.Pair `json:"identity"`
+	Mode     string       `json:"mode,omitempty"`
+	SHA256   string       `json:"sha256,omitempty"`
+	Size     int64        `json:"size"`
 }
 
 // HeaderOnly reports whether the capture kept only the main's header. Older

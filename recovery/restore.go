@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // RestoreMode is how a restore puts a backup in place.
@@ -95,7 +97,7 @@ type RestorePlan struct {
 // fileState is what lstat said about one of the store's three paths.
 type fileState struct {
 	exists bool
-	id     FileID
+	id     fileid.ID
 	size   int64
 }
 
@@ -209,8 +211,8 @@ type RestoreResult struct {
 	After      Counts   `json:"after"`
 	// MainBefore and MainAfter are the main file's identity; an online
 	// restore keeps it.
-	MainBefore FileID `json:"main_before"`
-	MainAfter  FileID `json:"main_after"`
+	MainBefore fileid.Pair `json:"main_before"`
+	MainAfter  fileid.Pair `json:"main_after"`
 	// RemovedSidecars are the leftover -wal/-shm a publish removed.
 	RemovedSidecars []string `json:"removed_sidecars,omitempty"`
 	Integrity       string   `json:"integrity"`
@@ -253,7 +255,7 @@ func (p *RestorePlan) Execute(ctx context.Context, o RestoreOptions) (RestoreRes
 		o.Retry = 30 * time.Second
 	}
 	res := RestoreResult{Mode: p.Mode, Target: p.Target, Backup: p.Backup, Before: p.Before,
-		BackupRows: p.BackupRows, MainBefore: p.files[roleMain].id}
+		BackupRows: p.BackupRows, MainBefore: fileid.Pair(p.files[roleMain].id)}
 	if p.Mode == RestoreOnline {
 		return p.executeOnline(ctx, o, res)
 	}

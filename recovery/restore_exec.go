@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/store"
@@ -105,7 +107,7 @@ func (p *RestorePlan) verify(ctx context.Context, q store.Querier, res RestoreRe
 		return res, fmt.Errorf("restore: count rows of %s: %w", p.Target, err)
 	}
 	if st, err := lstatFile(p.Target); err == nil && st.exists {
-		res.MainAfter = st.id
+		res.MainAfter = fileid.Pair(st.id)
 	}
 	return res, nil
 }
@@ -320,5 +322,5 @@ func lstatFile(path string) (fileState, error) {
 	if err != nil {
 		return fileState{}, fmt.Errorf("lstat %s: %w", path, err)
 	}
-	return fileState{exists: true, id: fileIDOf(&st), size: st.Size}, nil
+	return fileState{exists: true, id: fileid.FromStat(&st), size: st.Size}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/store"
@@ -195,7 +197,7 @@ func (p *RestorePlan) classifyTarget(ctx context.Context) error {
 			}
 			return fmt.Errorf("restore: %s is a %s, not a regular file; a store file never is anything else, so nothing is touched: move it away first", path, what)
 		}
-		p.files[i] = fileState{exists: true, id: fileIDOf(&st), size: st.Size}
+		p.files[i] = fileState{exists: true, id: fileid.FromStat(&st), size: st.Size}
 		if i == roleMain {
 			p.owner = Owner{UID: int(st.Uid), GID: int(st.Gid)}
 		}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/store"
@@ -116,7 +118,7 @@ func (p *RestorePlan) byteSafetyCopy(ctx context.Context, d capDir) ([]string, e
 			return nil, fmt.Errorf("restore: safety copy: open %s: %w", path, err)
 		}
 		st, err := fstatFile(f)
-		if err == nil && fileIDOf(&st) != p.files[r].id {
+		if err == nil && fileid.FromStat(&st) != p.files[r].id {
 			err = ErrTargetChanged
 		}
 		if err != nil {

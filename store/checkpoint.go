@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Why the agent checkpoints at all: its guard holds a read lock on every
@@ -57,19 +59,15 @@ func TruncateCheckpoint(ctx context.Context, c *sql.Conn, restoreMS int) (Checkp
 // -wal that does not belong with the -shm it also opened.
 var ErrGenerationMoved = errors.New("store files changed")
 
-// FileIDs are the identities of a generation's three files; a zero ID is
-// a file that is not there.
-type FileIDs struct{ Main, WAL, SHM FileID }
-
 // IDs returns g's file identities.
-func (g Generation) IDs() FileIDs {
-	id := func(f FileState) FileID {
+func (g Generation) IDs() fileid.Family {
+	id := func(f fileid.State) fileid.ID {
 		if !f.Exists {
-			return FileID{}
+			return fileid.ID{}
 		}
 		return f.ID
 	}
-	return FileIDs{Main: id(g.Main), WAL: id(g.WAL), SHM: id(g.SHM)}
+	return fileid.Family{Main: id(g.Main), WAL: id(g.WAL), SHM: id(g.SHM)}
 }
 
 // CheckpointIdle checkpoints the WAL of the store at path into its main
@@ -83,7 +81,7 @@ func (g Generation) IDs() FileIDs {
 // cannot be reused by other files in between. Run it only where no
 // POSIX-locking connection of this process is open on the store (the
 // agent's use OFD locks).
-func CheckpointIdle(ctx context.Context, path string, want FileIDs) (Checkpoint, error) {
+func CheckpointIdle(ctx context.Context, path string, want fileid.Family) (Checkpoint, error) {
 	if err := sameFiles(path, want); err != nil {
 		return Checkpoint{}, err
 	}
@@ -128,12 +126,12 @@ func CheckpointIdle(ctx context.Context, path string, want FileIDs) (Checkpoint,
 	return cp, nil
 }
 
-func sameFiles(path string, want FileIDs) error {
+func sameFiles(path string, want fileid.Family) error {
 	for _, f := range []struct {
 		suffix string
-		id     FileID
+		id     fileid.ID
 	}{{"", want.Main}, {"-wal", want.WAL}, {"-shm", want.SHM}} {
-		st, err := lstatState(path + f.suffix)
+		st, err := fileid.Lstat(path + f.suffix)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", path, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -172,7 +173,7 @@ func fingerprint(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	fi, _ := os.Lstat(path)
-	s := fmt.Sprintf("%x %v %v", b, fi.ModTime().UnixNano(), fileStateOf(fi))
+	s := fmt.Sprintf("%x %v %v", b, fi.ModTime().UnixNano(), fileid.Of(fi))
 	for _, suf := range []string{"-wal", "-shm", "-journal"} {
 		if _, err := os.Lstat(path + suf); err == nil {
 			s += " has" + suf

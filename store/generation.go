@@ -7,31 +7,16 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/stateguard/stateguard/fileid"
 )
-
-// FileID is the identity of one file: (device, inode).
-type FileID struct{ Dev, Ino uint64 }
-
-// FileState is what lstat says about one path. It never follows a symlink.
-type FileState struct {
-	Exists bool
-	ID     FileID
-	Size   int64
-	Nlink  uint64
-	Mode   os.FileMode
-	UID    int // -1 unknown
-	GID    int // -1 unknown
-}
-
-// Regular reports whether the path holds a regular file.
-func (f FileState) Regular() bool { return f.Exists && f.Mode.IsRegular() }
 
 // Generation is the identity of a store's files at one moment: which inodes
 // are at the main, -wal and -shm paths, and what the headers say. Two
 // generations that differ mean some process replaced, removed or reset part
 // of the store.
 type Generation struct {
-	Main, WAL, SHM FileState
+	Main, WAL, SHM fileid.State
 	// WALHeader is nil when there is no -wal, it is shorter than a header
 	// (a TRUNCATE checkpoint leaves it empty) or its magic is wrong.
 	WALHeader *WALHeader
@@ -65,7 +50,7 @@ const generationAttempts = 5
 // On error the returned Generation still holds the lstat facts that were
 // learned, so a caller can report them. A main file that is not a regular
 // file is such an error (it is never opened). A missing file is not an
-// error: its FileState has Exists false.
+// error: its fileid.State has Exists false.
 func ReadGeneration(mainPath string) (Generation, error) {
 	var g Generation
 	var err error
@@ -86,13 +71,13 @@ var errChanged = errors.New("identity changed between lstat and open")
 func readGeneration(mainPath string, last bool) (Generation, error) {
 	var g Generation
 	var err error
-	if g.Main, err = lstatState(mainPath); err != nil {
+	if g.Main, err = fileid.Lstat(mainPath); err != nil {
 		return g, err
 	}
-	if g.WAL, err = lstatState(mainPath + "-wal"); err != nil {
+	if g.WAL, err = fileid.Lstat(mainPath + "-wal"); err != nil {
 		return g, err
 	}
-	if g.SHM, err = lstatState(mainPath + "-shm"); err != nil {
+	if g.SHM, err = fileid.Lstat(mainPath + "-shm"); err != nil {
 		return g, err
 	}
 	if g.Main.Exists && !g.Main.Regular() {
@@ -126,21 +111,10 @@ func readGeneration(mainPath string, last bool) (Generation, error) {
 	return g, nil
 }
 
-func lstatState(path string) (FileState, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return FileState{UID: -1, GID: -1}, nil
-	}
-	if err != nil {
-		return FileState{UID: -1, GID: -1}, fmt.Errorf("lstat %s: %w", path, err)
-	}
-	return fileStateOf(fi), nil
-}
-
 // readHeader reads up to n bytes from the start of path, through an fd
 // whose identity must be want's. It returns errChanged if the path now
 // names another file (or none).
-func readHeader(path string, want FileState, n int) ([]byte, error) {
+func readHeader(path string, want fileid.State, n int) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollowFlags, 0)
 	if errors.Is(err, fs.ErrNotExist) || isLoop(err) {
 		return nil, errChanged
@@ -153,7 +127,7 @@ func readHeader(path string, want FileState, n int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fstat %s: %w", path, err)
 	}
-	if got := fileStateOf(fi); got.ID != want.ID || !got.Mode.IsRegular() {
+	if got := fileid.Of(fi); got.ID != want.ID || !got.Mode.IsRegular() {
 		return nil, errChanged
 	}
 	b := make([]byte, n)
@@ -228,7 +202,7 @@ func (g Generation) Diff(old Generation) Change {
 	return c
 }
 
-func fileChange(old, cur FileState, replaced, removed, created Change) Change {
+func fileChange(old, cur fileid.State, replaced, removed, created Change) Change {
 	switch {
 	case old.Exists && !cur.Exists:
 		return removed

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -152,9 +153,9 @@ func TestGenerationWALReset(t *testing.T) {
 }
 
 func TestDiffHeaders(t *testing.T) {
-	wal := FileState{Exists: true, ID: FileID{1, 2}, Mode: 0o600}
+	wal := fileid.State{Exists: true, ID: fileid.ID{Dev: 1, Ino: 2}, Mode: 0o600}
 	h := &WALHeader{Salt1: 1, Salt2: 2, CheckpointSeq: 3}
-	old := Generation{Main: FileState{Exists: true, ID: FileID{1, 1}}, WAL: wal, WALHeader: h, AppID: 7, MainHeaderOK: true}
+	old := Generation{Main: fileid.State{Exists: true, ID: fileid.ID{Dev: 1, Ino: 1}}, WAL: wal, WALHeader: h, AppID: 7, MainHeaderOK: true}
 	cases := []struct {
 		name string
 		mod  func(g *Generation)
@@ -193,7 +194,7 @@ func TestDiffHeaders(t *testing.T) {
 func TestReadHeaderIdentity(t *testing.T) {
 	db := filepath.Join(realTemp(t), "state.db")
 	createStore(t, db)
-	st, err := lstatState(db)
+	st, err := fileid.Lstat(db)
 	if err != nil {
 		t.Fatal(err)
 	}

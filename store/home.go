@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Where a Home was found.
@@ -120,7 +122,7 @@ type homeSet struct {
 	homes    []Home
 	problems []Problem
 	paths    map[string]bool
-	ids      map[FileID]bool
+	ids      map[fileid.ID]bool
 }
 
 func (hs *homeSet) add(path, source string, explicit bool) {
@@ -152,12 +154,12 @@ func (hs *homeSet) add(path, source string, explicit bool) {
 			Hint: "a Hermes home is a directory holding state.db and profiles/"})
 		return
 	}
-	st := fileStateOf(fi)
+	st := fileid.Of(fi)
 	if hs.paths == nil {
 		hs.paths = map[string]bool{}
-		hs.ids = map[FileID]bool{}
+		hs.ids = map[fileid.ID]bool{}
 	}
-	if hs.paths[real] || (identitySupported && hs.ids[st.ID]) {
+	if hs.paths[real] || (fileid.Supported && hs.ids[st.ID]) {
 		return
 	}
 	hs.paths[real] = true

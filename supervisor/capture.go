@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -100,13 +102,13 @@ func (w *worker) readTransaction(ctx context.Context) (func(), error) {
 // quarantine moves a mispaired store's foreign sidecars into the
 // incident's staging capture, unless a new opener already joined them.
 func (w *worker) quarantine(li *liveIncident) {
-	want := map[string]recovery.FileID{}
+	want := map[string]fileid.ID{}
 	for _, p := range li.pins {
 		switch p.role {
 		case holders.RoleWAL:
-			want["-wal"] = recovery.FileID{Dev: p.id.Dev, Ino: p.id.Ino}
+			want["-wal"] = p.id
 		case holders.RoleSHM:
-			want["-shm"] = recovery.FileID{Dev: p.id.Dev, Ino: p.id.Ino}
+			want["-shm"] = p.id
 		}
 	}
 	if joined := w.joiners(li); len(joined) > 0 {
@@ -278,7 +280,7 @@ func (w *worker) mainOrphaned(li *liveIncident) bool {
 	if err != nil && !errors.Is(err, store.ErrFileChanged) {
 		return !g.Main.Exists
 	}
-	return !g.Main.Exists || g.Main.ID.Dev != p.id.Dev || g.Main.ID.Ino != p.id.Ino
+	return !g.Main.Exists || g.Main.ID != p.id
 }
 
 // needsAction moves the incident to needs_action with the reason an

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -48,9 +49,9 @@ func (w *worker) checkForeignSidecars(ch store.Change, gen store.Generation, sr 
 		return
 	}
 	li.staging = staging
-	want := map[string]recovery.FileID{"-wal": {Dev: gen.WAL.ID.Dev, Ino: gen.WAL.ID.Ino}}
+	want := map[string]fileid.ID{"-wal": gen.WAL.ID}
 	if gen.SHM.Exists {
-		want["-shm"] = recovery.FileID{Dev: gen.SHM.ID.Dev, Ino: gen.SHM.ID.Ino}
+		want["-shm"] = gen.SHM.ID
 	}
 	moved, err := recovery.QuarantineSidecars(w.st.Path, staging, want)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/store"
 )
@@ -43,7 +44,7 @@ type workerGuard struct {
 	retry  bool   // the last arm failed transiently: the tick tries again
 	// claimedWAL is the guard's -wal when an incident's holders hold it:
 	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
-	claimedWAL holders.FileID
+	claimedWAL fileid.ID
 
 	mu     sync.Mutex
 	status GuardStatus
@@ -127,10 +128,7 @@ func requireWAL(b []byte) error {
 	return nil
 }
 
-func guardFiles(gen store.Generation) holders.GuardFiles {
-	ids := gen.IDs()
-	return holders.GuardFiles{Main: holders.FileID(ids.Main), WAL: holders.FileID(ids.WAL), SHM: holders.FileID(ids.SHM)}
-}
+func guardFiles(gen store.Generation) fileid.Family { return gen.IDs() }
 
 // guardArm arms gen. A new generation is armed before the old one's fds
 // are closed, so a store is never unguarded across a change.
@@ -168,7 +166,7 @@ func (w *worker) guardArm(gen store.Generation) {
 		case errors.Is(err, errNotWAL):
 			gd.retry = false
 			w.guardUnavailable(false, "not in WAL mode")
-		case errors.Is(err, holders.ErrIdentityChanged):
+		case errors.Is(err, fileid.ErrIdentityChanged):
 			// A change between the check's lstat and the open: the
 			// change's own event brings the next check; the tick
 			// retries in case it was folded into this one.
@@ -189,7 +187,7 @@ func (w *worker) guardArm(gen store.Generation) {
 		}
 		return
 	}
-	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", holders.FileID{}
+	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", fileid.ID{}
 	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "wal", want.WAL.String(), "shm", want.SHM.String())
 	if old != nil {
 		w.guardCloseOne(old, "generation changed")

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/stateguard/stateguard/fileid"
 
-	"github.com/stateguard/stateguard/store"
+	"golang.org/x/sys/unix"
 )
 
 func guardOn(o *Options) { o.Guard = true }
@@ -31,13 +31,13 @@ func waitGuard(t testing.TB, a *Agent, db, state string, d time.Duration) *Guard
 	return st
 }
 
-func fileID(t testing.TB, path string) store.FileID {
+func fileID(t testing.TB, path string) fileid.ID {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	return store.FileID{Dev: st.Dev, Ino: st.Ino}
+	return fileid.FromStat(&st)
 }
 
 // ofdLock is one OFD lock of /proc/locks.
@@ -48,7 +48,7 @@ type ofdLock struct {
 
 // ofdLocks lists the OFD locks on id in /proc/locks (waiters excluded).
 // The test process itself takes none on the store files it asks about.
-func ofdLocks(t testing.TB, id store.FileID) []ofdLock {
+func ofdLocks(t testing.TB, id fileid.ID) []ofdLock {
 	t.Helper()
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
@@ -80,7 +80,7 @@ func ofdLocks(t testing.TB, id store.FileID) []ofdLock {
 
 // guarded reports whether the agent's guard locks are on main and shm:
 // exactly one OFD read lock each, on the SHARED range and byte 128.
-func guarded(t testing.TB, main, shm store.FileID) bool {
+func guarded(t testing.TB, main, shm fileid.ID) bool {
 	t.Helper()
 	m, s := ofdLocks(t, main), ofdLocks(t, shm)
 	return len(m) == 1 && m[0] == ofdLock{"READ", "1073741826", "1073742335"} &&
@@ -90,7 +90,7 @@ func guarded(t testing.TB, main, shm store.FileID) bool {
 // waitGuarded waits until exactly the guard's locks are on main and shm:
 // the agent's own SQLite connection (an idle checkpoint right after the
 // guard armed) holds an identical SHARED read lock on main for a moment.
-func waitGuarded(t testing.TB, main, shm store.FileID) {
+func waitGuarded(t testing.TB, main, shm fileid.ID) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !guarded(t, main, shm) {
@@ -102,7 +102,7 @@ func waitGuarded(t testing.TB, main, shm store.FileID) {
 }
 
 // selfFDsOn lists this process's fds on id, except those in skip.
-func selfFDsOn(t testing.TB, id store.FileID, skip ...uintptr) []string {
+func selfFDsOn(t testing.TB, id fileid.ID, skip ...uintptr) []string {
 	t.Helper()
 	es, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

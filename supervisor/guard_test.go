@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/holders"
@@ -146,7 +148,7 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	if st := a.guardStatus(db); st.State != GuardArmed || st.Reason != "" {
 		t.Fatalf("guard %+v, want armed", st)
 	}
-	for _, id := range []store.FileID{oldMain, oldSHM} {
+	for _, id := range []fileid.ID{oldMain, oldSHM} {
 		if l := ofdLocks(t, id); len(l) != 0 {
 			t.Fatalf("old generation %v still locked: %+v", id, l)
 		}
@@ -368,7 +370,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 3, Linger: true})
 			newMain, newSHM := fileID(t, db), fileID(t, db+"-shm")
 			eventually(t, "the new generation armed", 5*time.Second, func() bool { return guarded(t, newMain, newSHM) })
-			old := []store.FileID{oldSHM}
+			old := []fileid.ID{oldSHM}
 			if c.kind == KindMispaired {
 				old = append(old, oldMain)
 			}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/store"
@@ -35,7 +36,7 @@ func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 		return
 	}
 	ids := gen.IDs()
-	if ids.WAL == (store.FileID{}) || guardFiles(gen) != g.IDs() {
+	if ids.WAL.IsZero() || guardFiles(gen) != g.IDs() {
 		return // only the generation the guard holds, so its fds vouch for the files
 	}
 	if bl, err := store.ReadWALBacklog(g.WAL(), g.SHM()); err == nil && !bl.Pending() {
@@ -83,7 +84,7 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 		return // a restore: rows before it are rolled back on purpose
 	}
 	g := w.guard.g
-	if g == nil || g.WAL() == nil || g.IDs().WAL != holders.FileID(old.WAL.ID) || g.IDs().Main != holders.FileID(gen.Main.ID) {
+	if g == nil || g.WAL() == nil || g.IDs().WAL != old.WAL.ID || g.IDs().Main != gen.Main.ID {
 		return
 	}
 	if w.guard.claimedWAL == g.IDs().WAL {
@@ -92,9 +93,7 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	// Only a -wal no directory names any more is lost: one renamed away
 	// (a mispaired incident's quarantine moves the replaced main's
 	// sidecars into its capture) still exists, and is another incident's.
-	if fi, err := g.WAL().Stat(); err != nil {
-		return
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 0 {
+	if fi, err := g.WAL().Stat(); err != nil || !fileid.Supported || fileid.Of(fi).Nlink != 0 {
 		return
 	}
 	bl, err := store.ReadWALBacklog(g.WAL(), g.SHM())
@@ -113,7 +112,7 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	for _, p := range []struct {
 		role holders.Role
 		f    *os.File
-		id   holders.FileID
+		id   fileid.ID
 	}{{holders.RoleMain, dup.Main, g.IDs().Main}, {holders.RoleWAL, dup.WAL, g.IDs().WAL}, {holders.RoleSHM, dup.SHM, g.IDs().SHM}} {
 		if p.f != nil {
 			pins = append(pins, &pin{role: p.role, id: p.id, f: p.f})

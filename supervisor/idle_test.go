@@ -281,7 +281,7 @@ func TestClaimedWALIsNotALostWAL(t *testing.T) {
 			wk := a.worker(db)
 			if err := wk.do(context.Background(), func() {
 				if claim {
-					wk.claimGuardWAL([]holders.Process{{Pid: w.Pid, Files: []holders.Held{{Role: holders.RoleWAL, ID: holders.FileID(wal)}}}})
+					wk.claimGuardWAL([]holders.Process{{Pid: w.Pid, Files: []holders.Held{{Role: holders.RoleWAL, ID: wal}}}})
 				}
 				w.Kill() // no close, no checkpoint: the rows stay in the -wal
 				<-w.Done()

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/store"
 )
@@ -54,7 +56,7 @@ type liveHolder struct {
 // the inode's data outlives every other holder.
 type pin struct {
 	role holders.Role
-	id   holders.FileID
+	id   fileid.ID
 	f    *os.File
 }
 
@@ -171,7 +173,7 @@ func holderPids(hs []liveHolder) []int {
 // until quarantined), and takes the guard's read locks on them so no
 // orphan can become the last closer that checkpoints and unlinks.
 func (w *worker) pinAll(li *liveIncident) {
-	have := map[holders.FileID]bool{}
+	have := map[fileid.ID]bool{}
 	for _, p := range li.pins {
 		have[p.id] = true
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/store"
 )
@@ -75,13 +77,13 @@ type GenerationStatus struct {
 	ApplicationID uint32     `json:"application_id,omitempty"`
 }
 
-// FileStatus is one file's identity.
+// FileStatus is one file as the status document shows it: its identity
+// (dev, ino; left out for a file that is not there), size and links.
 type FileStatus struct {
-	Exists bool   `json:"exists"`
-	Dev    uint64 `json:"dev,omitempty"`
-	Ino    uint64 `json:"ino,omitempty"`
-	Size   int64  `json:"size,omitempty"`
-	Nlink  uint64 `json:"nlink,omitempty"`
+	Exists bool `json:"exists"`
+	*fileid.ID
+	Size  int64  `json:"size,omitempty"`
+	Nlink uint64 `json:"nlink,omitempty"`
 }
 
 // GuardStatus is the prevention guard's state for a store.
@@ -168,11 +170,11 @@ func scanFor(r *holders.Result, path string) *holders.StoreResult {
 }
 
 func generationStatus(g store.Generation) GenerationStatus {
-	fs := func(f store.FileState) FileStatus {
+	fs := func(f fileid.State) FileStatus {
 		if !f.Exists {
 			return FileStatus{}
 		}
-		return FileStatus{Exists: true, Dev: f.ID.Dev, Ino: f.ID.Ino, Size: f.Size, Nlink: f.Nlink}
+		return FileStatus{Exists: true, ID: &f.ID, Size: f.Size, Nlink: f.Nlink}
 	}
 	gs := GenerationStatus{Main: fs(g.Main), WAL: fs(g.WAL), SHM: fs(g.SHM), ApplicationID: g.AppID}
 	if h := g.WALHeader; h != nil {
@@ -184,7 +186,7 @@ func generationStatus(g store.Generation) GenerationStatus {
 
 // generationRecord is a generation as the journal keeps it.
 func generationRecord(g store.Generation) *GenerationRecord {
-	fr := func(f store.FileState) FileRecord {
+	fr := func(f fileid.State) FileRecord {
 		if !f.Exists {
 			return FileRecord{}
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -318,14 +320,14 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 func holdsStale(p *holders.Process, g store.Generation) bool {
 	for _, f := range p.Files {
 		cur := fileOf(g, f.Role)
-		if !cur.Exists || cur.ID.Dev != f.ID.Dev || cur.ID.Ino != f.ID.Ino {
+		if !cur.Exists || cur.ID != f.ID {
 			return true
 		}
 	}
 	return false
 }
 
-func fileOf(g store.Generation, r holders.Role) store.FileState {
+func fileOf(g store.Generation, r holders.Role) fileid.State {
 	switch r {
 	case holders.RoleWAL:
 		return g.WAL
@@ -339,7 +341,7 @@ func fileOf(g store.Generation, r holders.Role) store.FileState {
 // fast path's policy look-up only.
 func guessKind(p *holders.Process, g store.Generation) Kind {
 	for _, f := range p.Files {
-		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID.Ino != f.ID.Ino || g.Main.ID.Dev != f.ID.Dev) {
+		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID != f.ID) {
 			return KindReplaced
 		}
 	}
