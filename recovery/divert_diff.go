@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -26,7 +28,7 @@ type sessionDiff struct {
 
 type divertRow struct {
 	id   int64
-	line PyValue
+	line pyjson.Value
 }
 
 // diffCapture compares every session the capture has messages in with the

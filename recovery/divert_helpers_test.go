@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/store"
 )
@@ -247,15 +249,15 @@ func readOnly(t *testing.T, path string) *sql.DB {
 }
 
 // lines reads a JSONL's raw lines, each parsed with key order kept.
-func jsonlLines(t *testing.T, path string) []PyValue {
+func jsonlLines(t *testing.T, path string) []pyjson.Value {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []PyValue
+	var out []pyjson.Value
 	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		v, err := ParsePyJSON(l)
+		v, err := pyjson.Parse(l)
 		if err != nil {
 			t.Fatalf("%s: %v: %q", path, err, l)
 		}
@@ -264,7 +266,7 @@ func jsonlLines(t *testing.T, path string) []PyValue {
 	return out
 }
 
-func keysInOrder(v PyValue) []string {
+func keysInOrder(v pyjson.Value) []string {
 	out := make([]string, len(v.Dict))
 	for i, m := range v.Dict {
 		out[i] = m.Key

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"strings"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -30,10 +32,10 @@ const divertRowIDKey = "_row_id"
 // byte for byte (content with its structured-content prefix included).
 // JSON columns go out as the structure Hermes had in memory when the text
 // is exactly what Hermes' json.dumps wrote for it, else as the text.
-func divertLine(m *store.Message) (line PyValue, replayable bool) {
-	line = PyValue{Kind: PyKindDict}
-	vals := map[string]PyValue{
-		"role":                  PyString(cleanText(m.Role)),
+func divertLine(m *store.Message) (line pyjson.Value, replayable bool) {
+	line = pyjson.Value{Kind: pyjson.KindDict}
+	vals := map[string]pyjson.Value{
+		"role":                  pyjson.String(cleanText(m.Role)),
 		"content":               divertText(m.Content),
 		"tool_name":             divertText(m.ToolName),
 		"tool_calls":            divertCalls(m.ToolCalls),
@@ -44,7 +46,7 @@ func divertLine(m *store.Message) (line PyValue, replayable bool) {
 		"reasoning_details":     divertJSON(m.ReasoningDetails, false),
 		"codex_reasoning_items": divertJSON(m.CodexReasoningItems, false),
 		"codex_message_items":   divertJSON(m.CodexMessageItems, false),
-		"_compressed_summary":   {Kind: PyKindBool, Bool: m.CompressedSummary.Valid && m.CompressedSummary.Int64 != 0},
+		"_compressed_summary":   {Kind: pyjson.KindBool, Bool: m.CompressedSummary.Valid && m.CompressedSummary.Int64 != 0},
 		"timestamp":             {},
 		"api_content":           divertText(m.APIContent),
 		"display_kind":          divertText(m.DisplayKind),
@@ -52,15 +54,15 @@ func divertLine(m *store.Message) (line PyValue, replayable bool) {
 		"platform_message_id":   divertText(m.PlatformMessageID),
 	}
 	if m.Timestamp.Valid {
-		vals["timestamp"] = PyFloat64(m.Timestamp.Float64)
+		vals["timestamp"] = pyjson.Float64(m.Timestamp.Float64)
 	}
 	for _, k := range divertKeys {
-		line.Dict = append(line.Dict, PyMember{Key: k, Value: vals[k]})
+		line.Dict = append(line.Dict, pyjson.Member{Key: k, Value: vals[k]})
 	}
-	line.Dict = append(line.Dict, PyMember{Key: divertRowIDKey, Value: PyInt64(m.ID)})
+	line.Dict = append(line.Dict, pyjson.Member{Key: divertRowIDKey, Value: pyjson.Int64(m.ID)})
 
 	fields, issue := buildRecord(line)
-	if issue != nil || HasSurrogate(string(IdentityJSON(fields))) {
+	if issue != nil || pyjson.HasSurrogate(string(IdentityJSON(fields))) {
 		return line, false
 	}
 	return line, true
@@ -70,26 +72,26 @@ func divertLine(m *store.Message) (line PyValue, replayable bool) {
 // (which Python cannot even decode from the store) replaced by U+FFFD, so
 // the JSONL stays valid UTF-8.
 func cleanText(s string) string {
-	t, _ := DecodeUTF8Replace([]byte(s))
+	t, _ := pyjson.DecodeUTF8Replace([]byte(s))
 	return t
 }
 
-func divertText(s sql.NullString) PyValue {
+func divertText(s sql.NullString) pyjson.Value {
 	if !s.Valid {
-		return PyValue{}
+		return pyjson.Value{}
 	}
-	return PyString(cleanText(s.String))
+	return pyjson.String(cleanText(s.String))
 }
 
 // divertCalls is the tool_calls list; anything that is not a JSON list
 // goes out as null (a replay keeps only lists).
-func divertCalls(s sql.NullString) PyValue {
+func divertCalls(s sql.NullString) pyjson.Value {
 	if !s.Valid || strings.TrimSpace(s.String) == "" {
-		return PyValue{}
+		return pyjson.Value{}
 	}
-	v, err := ParsePyJSON(cleanText(s.String))
-	if err != nil || v.Kind != PyKindList {
-		return PyValue{}
+	v, err := pyjson.Parse(cleanText(s.String))
+	if err != nil || v.Kind != pyjson.KindList {
+		return pyjson.Value{}
 	}
 	return v
 }
@@ -98,20 +100,20 @@ func divertCalls(s sql.NullString) PyValue {
 // into it, when re-dumping gives the stored text back (so a replay, which
 // dumps it again, stores the same bytes); otherwise the text is kept as a
 // string. dictOnly: display_metadata, where only an object is structure.
-func divertJSON(s sql.NullString, dictOnly bool) PyValue {
+func divertJSON(s sql.NullString, dictOnly bool) pyjson.Value {
 	if !s.Valid {
-		return PyValue{}
+		return pyjson.Value{}
 	}
 	t := cleanText(s.String)
-	v, err := ParsePyJSON(t)
+	v, err := pyjson.Parse(t)
 	switch {
 	case err != nil:
-	case v.Kind == PyKindDict && (dictOnly || v.Dumps(ascii) == t):
+	case v.Kind == pyjson.KindDict && (dictOnly || v.Dumps(ascii) == t):
 		return v
-	case v.Kind == PyKindList && !dictOnly && v.Dumps(ascii) == t:
+	case v.Kind == pyjson.KindList && !dictOnly && v.Dumps(ascii) == t:
 		return v
 	}
-	return PyString(t)
+	return pyjson.String(t)
 }
 
 // rowKey is a row's identity for the diff: role, content, tool_call_id,
@@ -127,14 +129,14 @@ type rowKey struct {
 func keyOf(m *store.Message) rowKey {
 	k := rowKey{
 		role:    cleanText(m.Role),
-		content: rowContent(cleanNull(m.Content)).Dumps(DumpOptions{SortKeys: true}),
+		content: rowContent(cleanNull(m.Content)).Dumps(pyjson.DumpOptions{SortKeys: true}),
 		callID:  truthyText(m.ToolCallID),
 		name:    truthyText(m.ToolName),
 		calls:   rowCallsKey(cleanNull(m.ToolCalls)),
 		ts:      "none",
 	}
 	if m.Timestamp.Valid {
-		k.ts = PyFloatRepr(m.Timestamp.Float64)
+		k.ts = pyjson.FloatRepr(m.Timestamp.Float64)
 	}
 	return k
 }

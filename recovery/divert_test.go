@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -116,25 +118,25 @@ func TestDivertSidecarLost(t *testing.T) {
 
 	// The tool call and its result keep their fields.
 	call, result, full := lines[0], lines[1], lines[2]
-	expectField(t, call, "content", PyValue{})
-	expectField(t, call, "finish_reason", PyString("tool_calls"))
-	if c, _ := call.Get("tool_calls"); c.Kind != PyKindList || c.Dumps(DumpOptions{}) != callsJSON {
-		t.Fatalf("tool_calls: %s", c.Dumps(DumpOptions{}))
+	expectField(t, call, "content", pyjson.Value{})
+	expectField(t, call, "finish_reason", pyjson.String("tool_calls"))
+	if c, _ := call.Get("tool_calls"); c.Kind != pyjson.KindList || c.Dumps(pyjson.DumpOptions{}) != callsJSON {
+		t.Fatalf("tool_calls: %s", c.Dumps(pyjson.DumpOptions{}))
 	}
-	expectField(t, result, "tool_call_id", PyString("call_1"))
-	expectField(t, result, "tool_name", PyString("calc"))
-	expectField(t, result, "content", PyString(`{"result": 2}`))
-	expectField(t, result, "timestamp", PyFloat64(1006))
-	expectField(t, full, "content", PyString("the answer is 2 — ✓"))
-	expectField(t, full, "_compressed_summary", PyValue{Kind: PyKindBool, Bool: true})
-	expectField(t, full, "platform_message_id", PyString("pm-7"))
-	if v, _ := full.Get("reasoning_details"); v.Kind != PyKindList {
-		t.Fatalf("reasoning_details: %s", v.Dumps(DumpOptions{}))
+	expectField(t, result, "tool_call_id", pyjson.String("call_1"))
+	expectField(t, result, "tool_name", pyjson.String("calc"))
+	expectField(t, result, "content", pyjson.String(`{"result": 2}`))
+	expectField(t, result, "timestamp", pyjson.Float64(1006))
+	expectField(t, full, "content", pyjson.String("the answer is 2 — ✓"))
+	expectField(t, full, "_compressed_summary", pyjson.Value{Kind: pyjson.KindBool, Bool: true})
+	expectField(t, full, "platform_message_id", pyjson.String("pm-7"))
+	if v, _ := full.Get("reasoning_details"); v.Kind != pyjson.KindList {
+		t.Fatalf("reasoning_details: %s", v.Dumps(pyjson.DumpOptions{}))
 	}
-	if v, _ := full.Get("display_metadata"); v.Kind != PyKindDict || v.Dumps(DumpOptions{}) != `{"k": "v"}` {
-		t.Fatalf("display_metadata: %s", v.Dumps(DumpOptions{}))
+	if v, _ := full.Get("display_metadata"); v.Kind != pyjson.KindDict || v.Dumps(pyjson.DumpOptions{}) != `{"k": "v"}` {
+		t.Fatalf("display_metadata: %s", v.Dumps(pyjson.DumpOptions{}))
 	}
-	expectField(t, lines[3], "content", PyString("again"))
+	expectField(t, lines[3], "content", pyjson.String("again"))
 
 	checkDivertModes(t, dir)
 	// Hermes' own sessions/<id>.jsonl are never written.
@@ -148,11 +150,11 @@ func TestDivertSidecarLost(t *testing.T) {
 func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
 func nullF(f float64) sql.NullFloat64 { return sql.NullFloat64{Float64: f, Valid: true} }
 
-func expectField(t *testing.T, line PyValue, key string, want PyValue) {
+func expectField(t *testing.T, line pyjson.Value, key string, want pyjson.Value) {
 	t.Helper()
 	got, ok := line.Get(key)
-	if !ok || got.Kind != want.Kind || !PyEqual(got, want) {
-		t.Fatalf("%s = %s, want %s", key, got.Dumps(DumpOptions{}), want.Dumps(DumpOptions{}))
+	if !ok || got.Kind != want.Kind || !pyjson.Equal(got, want) {
+		t.Fatalf("%s = %s, want %s", key, got.Dumps(pyjson.DumpOptions{}), want.Dumps(pyjson.DumpOptions{}))
 	}
 }
 

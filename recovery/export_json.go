@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stateguard/stateguard/internal/pyjson"
 )
 
 // The JSON export is the session row's columns, in table order, plus
@@ -102,7 +104,7 @@ func writeJSONValue(w *bufio.Writer, v any) {
 		default:
 			// Python's repr, as Hermes writes floats: 1759303488.5,
 			// 1759303488.0, 1e+16; always with a point or an exponent.
-			w.WriteString(PyFloatRepr(x))
+			w.WriteString(pyjson.FloatRepr(x))
 		}
 	case string:
 		if !utf8.ValidString(x) {

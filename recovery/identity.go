@@ -7,6 +7,8 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+
+	"github.com/stateguard/stateguard/internal/pyjson"
 )
 
 // RecoveryIDKey is the display_metadata key that carries a replayed row's
@@ -17,14 +19,14 @@ const RecoveryIDKey = "diverted_recovery_id"
 // without its durable fields, as json.dumps(identity, sort_keys=True,
 // ensure_ascii=False) writes it. Keeping durable fields out of the hash
 // keeps the ids of lines written before those fields existed.
-func IdentityJSON(fields PyValue) []byte {
-	id := PyValue{Kind: PyKindDict}
+func IdentityJSON(fields pyjson.Value) []byte {
+	id := pyjson.Value{Kind: pyjson.KindDict}
 	for _, m := range fields.Dict {
 		if !isDurableField(m.Key) {
 			id.Dict = append(id.Dict, m)
 		}
 	}
-	return id.AppendJSON(nil, DumpOptions{SortKeys: true})
+	return id.AppendJSON(nil, pyjson.DumpOptions{SortKeys: true})
 }
 
 // Chain is the recovery-id hash chain of one JSONL file: SHA-256 seeded
@@ -69,20 +71,20 @@ func AssignRecoveryIDs(resolvedPath string, recs []Record) {
 	}
 }
 
-func mergeRecoveryID(fields PyValue, id string) PyValue {
+func mergeRecoveryID(fields pyjson.Value, id string) pyjson.Value {
 	meta, _ := fields.Get("display_metadata")
-	if meta.Kind == PyKindStr {
-		v, err := ParsePyJSON(meta.Str)
+	if meta.Kind == pyjson.KindStr {
+		v, err := pyjson.Parse(meta.Str)
 		if err != nil {
-			v = PyValue{}
+			v = pyjson.Value{}
 		}
 		meta = v
 	}
-	merged := PyValue{Kind: PyKindDict}
-	if meta.Kind == PyKindDict {
-		merged.Dict = append([]PyMember(nil), meta.Dict...)
+	merged := pyjson.Value{Kind: pyjson.KindDict}
+	if meta.Kind == pyjson.KindDict {
+		merged.Dict = append([]pyjson.Member(nil), meta.Dict...)
 	}
-	merged.Set(RecoveryIDKey, PyString(id))
+	merged.Set(RecoveryIDKey, pyjson.String(id))
 	return merged
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/pyjson"
 )
 
 // vectorsPath is the ground truth computed once with Python's json module
@@ -52,7 +54,7 @@ func TestRecoveryIDVectors(t *testing.T) {
 		got, ok := byLine[i+1]
 		if want == nil {
 			if ok {
-				t.Errorf("line %d: want skipped, got record %s", i+1, got.Fields.Dumps(DumpOptions{}))
+				t.Errorf("line %d: want skipped, got record %s", i+1, got.Fields.Dumps(pyjson.DumpOptions{}))
 			}
 			continue
 		}
@@ -68,7 +70,7 @@ func TestRecoveryIDVectors(t *testing.T) {
 		}
 		meta, _ := got.Get("display_metadata")
 		if id, _ := meta.Get(RecoveryIDKey); id.Str != want.RecoveryID {
-			t.Errorf("line %d: display_metadata %s lacks the id", i+1, meta.Dumps(DumpOptions{}))
+			t.Errorf("line %d: display_metadata %s lacks the id", i+1, meta.Dumps(pyjson.DumpOptions{}))
 		}
 	}
 	if len(d.Records)+len(d.Issues) != len(v.Lines) {

@@ -8,9 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
-	"strings"
-	"unicode"
+
+	"github.com/stateguard/stateguard/internal/pyjson"
 )
 
 // divertedDurableFields are the columns a diverted line may carry beyond
@@ -39,7 +38,7 @@ type Record struct {
 	// null), tool_calls (when a list), tool_name and tool_call_id (when
 	// truthy), timestamp (when not null), then each durable field the line
 	// has. After AssignRecoveryIDs, display_metadata is the merged object.
-	Fields PyValue
+	Fields pyjson.Value
 	// RecoveryID is the hash chain's hex digest after this record.
 	RecoveryID string
 	// Repaired: the line held invalid UTF-8, replaced by U+FFFD.
@@ -49,7 +48,7 @@ type Record struct {
 }
 
 // Get returns a field of the record.
-func (r Record) Get(key string) (PyValue, bool) { return r.Fields.Get(key) }
+func (r Record) Get(key string) (pyjson.Value, bool) { return r.Fields.Get(key) }
 
 // LineIssue is a line that did not become a record.
 type LineIssue struct {
@@ -115,8 +114,8 @@ func ParseDiverted(r io.Reader) (Diverted, error) {
 	line := 0
 	for sc.Scan() {
 		line++
-		text, repaired := DecodeUTF8Replace(sc.Bytes())
-		if pyStrip(text) == "" {
+		text, repaired := pyjson.DecodeUTF8Replace(sc.Bytes())
+		if pyjson.Strip(text) == "" {
 			d.Blank++
 			continue
 		}
@@ -124,12 +123,12 @@ func ParseDiverted(r io.Reader) (Diverted, error) {
 		if repaired {
 			d.Repaired = append(d.Repaired, line)
 		}
-		obj, err := ParsePyJSON(text)
+		obj, err := pyjson.Parse(text)
 		if err != nil {
 			d.Issues = append(d.Issues, LineIssue{Line: line, Reason: "invalid JSON: " + err.Error(), Invalid: true})
 			continue
 		}
-		if obj.Kind != PyKindDict {
+		if obj.Kind != pyjson.KindDict {
 			d.Issues = append(d.Issues, LineIssue{Line: line, Reason: "not a JSON object", Invalid: true})
 			continue
 		}
@@ -140,7 +139,7 @@ func ParseDiverted(r io.Reader) (Diverted, error) {
 			continue
 		}
 		ident := IdentityJSON(fields)
-		if HasSurrogate(string(ident)) {
+		if pyjson.HasSurrogate(string(ident)) {
 			// Python cannot encode this identity to UTF-8, so Hermes
 			// cannot replay the file at all. Skipping the line without
 			// feeding the chain gives the ids Hermes computes once the
@@ -189,8 +188,8 @@ func scanUniversalLines(data []byte, atEOF bool) (int, []byte, error) {
 
 // hasToolGraph: a non-empty tool_calls list, or a truthy tool_call_id or
 // tool_name.
-func hasToolGraph(obj PyValue) bool {
-	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == PyKindList && len(calls.List) > 0 {
+func hasToolGraph(obj pyjson.Value) bool {
+	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == pyjson.KindList && len(calls.List) > 0 {
 		return true
 	}
 	id, _ := obj.Get("tool_call_id")
@@ -202,26 +201,26 @@ func hasToolGraph(obj PyValue) bool {
 // a str that is not blank; non-str content becomes json.dumps(content,
 // ensure_ascii=False) (original key order); a record with null or blank
 // content and no tool graph is dropped.
-func buildRecord(obj PyValue) (PyValue, *LineIssue) {
+func buildRecord(obj pyjson.Value) (pyjson.Value, *LineIssue) {
 	role, _ := obj.Get("role")
-	if role.Kind != PyKindStr || pyStrip(role.Str) == "" {
-		return PyValue{}, &LineIssue{Reason: "no role (a non-empty string is required)", Invalid: true}
+	if role.Kind != pyjson.KindStr || pyjson.Strip(role.Str) == "" {
+		return pyjson.Value{}, &LineIssue{Reason: "no role (a non-empty string is required)", Invalid: true}
 	}
 	content, _ := obj.Get("content")
-	if content.Kind != PyKindNull && content.Kind != PyKindStr {
-		content = PyString(content.Dumps(DumpOptions{}))
+	if content.Kind != pyjson.KindNull && content.Kind != pyjson.KindStr {
+		content = pyjson.String(content.Dumps(pyjson.DumpOptions{}))
 	}
 	tools := hasToolGraph(obj)
 	switch {
-	case content.Kind == PyKindNull && !tools:
-		return PyValue{}, &LineIssue{Reason: "null content and no tool calls (dropped, as Hermes drops it)"}
-	case content.Kind == PyKindStr && pyStrip(content.Str) == "" && !tools:
-		return PyValue{}, &LineIssue{Reason: "blank content and no tool calls (dropped, as Hermes drops it)"}
+	case content.Kind == pyjson.KindNull && !tools:
+		return pyjson.Value{}, &LineIssue{Reason: "null content and no tool calls (dropped, as Hermes drops it)"}
+	case content.Kind == pyjson.KindStr && pyjson.Strip(content.Str) == "" && !tools:
+		return pyjson.Value{}, &LineIssue{Reason: "blank content and no tool calls (dropped, as Hermes drops it)"}
 	}
-	rec := PyValue{Kind: PyKindDict}
+	rec := pyjson.Value{Kind: pyjson.KindDict}
 	rec.Set("role", role)
 	rec.Set("content", content)
-	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == PyKindList {
+	if calls, ok := obj.Get("tool_calls"); ok && calls.Kind == pyjson.KindList {
 		rec.Set("tool_calls", calls)
 	}
 	for _, k := range []string{"tool_name", "tool_call_id"} {
@@ -229,7 +228,7 @@ func buildRecord(obj PyValue) (PyValue, *LineIssue) {
 			rec.Set(k, v)
 		}
 	}
-	if ts, ok := obj.Get("timestamp"); ok && ts.Kind != PyKindNull {
+	if ts, ok := obj.Get("timestamp"); ok && ts.Kind != pyjson.KindNull {
 		rec.Set("timestamp", ts)
 	}
 	for _, k := range divertedDurableFields {
@@ -240,156 +239,13 @@ func buildRecord(obj PyValue) (PyValue, *LineIssue) {
 	return rec, nil
 }
 
-// pyFloat is Python's float(v) for a value from JSON, ok=false where
-// Python raises (null, list, dict, a non-numeric str, an int too large).
-// Strings follow float()'s grammar: surrounding whitespace, Unicode
-// decimal digits, one underscore between digits, inf/infinity/nan in any
-// case.
-func pyFloat(v PyValue) (float64, bool) {
-	switch v.Kind {
-	case PyKindBool:
-		if v.Bool {
-			return 1, true
-		}
-		return 0, true
-	case PyKindInt:
-		f, err := strconv.ParseFloat(v.Int, 64)
-		if err != nil {
-			return 0, false // OverflowError
-		}
-		return f, true
-	case PyKindFloat:
-		return v.Float, true
-	case PyKindStr:
-		return pyFloatString(v.Str)
-	}
-	return 0, false
-}
-
-func pyFloatString(s string) (float64, bool) {
-	s = asciiDigits(strings.TrimFunc(s, isFloatSpace))
-	body := s
-	if body != "" && (body[0] == '+' || body[0] == '-') {
-		body = body[1:]
-	}
-	switch strings.ToLower(body) {
-	case "inf", "infinity":
-		if s[0] == '-' {
-			return math.Inf(-1), true
-		}
-		return math.Inf(1), true
-	case "nan":
-		return math.NaN(), true
-	}
-	if !pyFloatGrammar(body) {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
-	if err != nil && !isRangeErr(err) {
-		return 0, false
-	}
-	return f, true
-}
-
-// isFloatSpace is what float() strips: ASCII " \t\n\v\f\r" and non-ASCII
-// whitespace (CPython maps the latter to ' ' first; ASCII 0x1c-0x1f, which
-// str.isspace accepts, it keeps and then rejects).
-func isFloatSpace(r rune) bool {
-	if r < 0x80 {
-		return r == ' ' || (r >= '\t' && r <= '\r')
-	}
-	return isPySpace(r)
-}
-
-// asciiDigits maps Unicode decimal digits to ASCII, as float() does. Every
-// Nd block is ten code points from 0 to 9, so a digit's value is its
-// offset in its range modulo 10.
-func asciiDigits(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if d, ok := decimalValue(r); ok {
-			b.WriteByte(byte('0' + d))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func decimalValue(r rune) (int, bool) {
-	if r < 0x80 || !unicode.Is(unicode.Nd, r) {
-		return 0, false
-	}
-	for _, rg := range unicode.Nd.R16 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10, true
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10, true
-		}
-	}
-	return 0, false
-}
-
-// pyFloatGrammar checks digitpart ["." [digitpart]] [exponent] |
-// "." digitpart [exponent], where digitpart is digits with single
-// underscores between them.
-func pyFloatGrammar(s string) bool {
-	i := 0
-	digitpart := func() bool {
-		start := i
-		for i < len(s) {
-			switch {
-			case isDigit(s[i]):
-				i++
-			case s[i] == '_' && i > start && i+1 < len(s) && isDigit(s[i+1]):
-				i++
-			default:
-				return i > start
-			}
-		}
-		return i > start
-	}
-	intPart := digitpart()
-	frac := false
-	if i < len(s) && s[i] == '.' {
-		i++
-		frac = digitpart()
-	}
-	if !intPart && !frac {
-		return false
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if !digitpart() {
-			return false
-		}
-	}
-	return i == len(s)
-}
-
 // finiteTimestamp is Hermes' _diverted_timestamp: float(value) when it is
 // finite, else none.
-func finiteTimestamp(v PyValue, ok bool) (float64, bool) {
-	if !ok || v.Kind == PyKindNull {
+func finiteTimestamp(v pyjson.Value, ok bool) (float64, bool) {
+	if !ok || v.Kind == pyjson.KindNull {
 		return 0, false
 	}
-	f, ok := pyFloat(v)
+	f, ok := pyjson.Float(v)
 	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, false
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/pyjson"
 )
 
 // TestDivertedGolden checks the parser, the record rules and the id chain
@@ -24,7 +26,7 @@ func TestDivertedGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exp, err := ParsePyJSON(string(b))
+			exp, err := pyjson.Parse(string(b))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +62,7 @@ func TestDivertedGolden(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return PyInt64(int64(n)).Int }
+func itoa(n int) string { return pyjson.Int64(int64(n)).Int }
 
 func TestDivertedIssuesAreExplained(t *testing.T) {
 	d, err := ParseDivertedFile(filepath.Join("testdata", "jsonl", "mixed", "input.jsonl"))

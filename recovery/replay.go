@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -259,7 +261,7 @@ func alreadyPersisted(dest []store.Message, recs []Record) int {
 // record's, and equal content identity.
 func sameRow(row *store.Message, r Record) bool {
 	if id, ok := rowRecoveryID(row); ok {
-		return id.Kind == PyKindStr && id.Str == r.RecoveryID
+		return id.Kind == pyjson.KindStr && id.Str == r.RecoveryID
 	}
 	ts, ok := finiteTimestamp(r.Get("timestamp"))
 	if !ok || !row.Timestamp.Valid || row.Timestamp.Float64 != ts {
@@ -270,82 +272,82 @@ func sameRow(row *store.Message, r Record) bool {
 	callID, _ := r.Get("tool_call_id")
 	name, _ := r.Get("tool_name")
 	calls, _ := r.Get("tool_calls")
-	return PyEqual(PyString(row.Role), role) &&
-		PyEqual(rowContent(row.Content), content) &&
-		PyEqual(nullText(row.ToolCallID), callID) &&
-		PyEqual(nullText(row.ToolName), name) &&
+	return pyjson.Equal(pyjson.String(row.Role), role) &&
+		pyjson.Equal(rowContent(row.Content), content) &&
+		pyjson.Equal(nullText(row.ToolCallID), callID) &&
+		pyjson.Equal(nullText(row.ToolName), name) &&
 		rowCallsKey(row.ToolCalls) == callsKey(calls)
 }
 
 // rowRecoveryID reads display_metadata as Hermes decodes it (up to two
 // JSON string layers; anything but an object counts as none) and returns
 // its diverted_recovery_id when that is not null.
-func rowRecoveryID(row *store.Message) (PyValue, bool) {
+func rowRecoveryID(row *store.Message) (pyjson.Value, bool) {
 	if !row.DisplayMetadata.Valid {
-		return PyValue{}, false
+		return pyjson.Value{}, false
 	}
-	meta := PyString(row.DisplayMetadata.String)
+	meta := pyjson.String(row.DisplayMetadata.String)
 	for range 2 {
-		if meta.Kind != PyKindStr {
+		if meta.Kind != pyjson.KindStr {
 			break
 		}
-		v, err := ParsePyJSON(meta.Str)
+		v, err := pyjson.Parse(meta.Str)
 		if err != nil {
-			return PyValue{}, false
+			return pyjson.Value{}, false
 		}
 		meta = v
 	}
 	id, ok := meta.Get(RecoveryIDKey)
-	if !ok || id.Kind == PyKindNull {
-		return PyValue{}, false
+	if !ok || id.Kind == pyjson.KindNull {
+		return pyjson.Value{}, false
 	}
 	return id, true
 }
 
-func nullText(s sql.NullString) PyValue {
+func nullText(s sql.NullString) pyjson.Value {
 	if !s.Valid {
-		return PyValue{}
+		return pyjson.Value{}
 	}
-	return PyString(s.String)
+	return pyjson.String(s.String)
 }
 
 // Structured content is stored behind a sentinel prefix (legacy \x00,
 // current \x01) and decoded by Hermes before it compares.
 var contentJSONPrefixes = []string{"\x00json:", "\x01json:"}
 
-func rowContent(s sql.NullString) PyValue {
+func rowContent(s sql.NullString) pyjson.Value {
 	if !s.Valid {
-		return PyValue{}
+		return pyjson.Value{}
 	}
 	for _, p := range contentJSONPrefixes {
 		if rest, ok := strings.CutPrefix(s.String, p); ok {
-			if v, err := ParsePyJSON(rest); err == nil {
+			if v, err := pyjson.Parse(rest); err == nil {
 				return v
 			}
 		}
 	}
-	return PyString(s.String)
+	return pyjson.String(s.String)
 }
 
 // callsKey is json.dumps(calls, sort_keys=True) for a list, else none.
 // The escaping differs from Python's ensure_ascii default, which does not
 // change which keys are equal.
-func callsKey(calls PyValue) string {
-	if calls.Kind != PyKindList {
+func callsKey(calls pyjson.Value) string {
+	if calls.Kind != pyjson.KindList {
 		return "\x00none"
 	}
-	return calls.Dumps(DumpOptions{SortKeys: true})
+	return calls.Dumps(pyjson.DumpOptions{SortKeys: true})
 }
 
 // rowCallsKey decodes a stored tool_calls as Hermes does: non-empty text
 // that is not JSON counts as an empty list.
 func rowCallsKey(s sql.NullString) string {
 	if !s.Valid || s.String == "" {
-		return callsKey(PyValue{})
+		return callsKey(pyjson.Value{})
 	}
-	v, err := ParsePyJSON(s.String)
+	v, err := pyjson.Parse(s.String)
 	if err != nil {
-		v = PyValue{Kind: PyKindList}
+		v = pyjson.Value{Kind: pyjson.KindList}
 	}
 	return callsKey(v)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/store"
 )
@@ -166,7 +168,7 @@ func renderRow(m store.Message) string {
 		}
 		return n.String
 	}
-	r := m.Role + "|" + s(m.Content) + "|" + PyFloatRepr(m.Timestamp.Float64)
+	r := m.Role + "|" + s(m.Content) + "|" + pyjson.FloatRepr(m.Timestamp.Float64)
 	if m.ToolCallID.Valid || m.ToolName.Valid || m.ToolCalls.Valid {
 		r += "|" + s(m.ToolCallID) + "|" + s(m.ToolName) + "|" + s(m.ToolCalls)
 	}

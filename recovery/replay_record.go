@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"math"
 
+	"github.com/stateguard/stateguard/internal/pyjson"
+
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -15,17 +17,17 @@ const (
 )
 
 // ascii is json.dumps' default, which Hermes uses for the JSON columns.
-var ascii = DumpOptions{EnsureASCII: true}
+var ascii = pyjson.DumpOptions{EnsureASCII: true}
 
 // recordMessage turns a record into the row Hermes' append_message would
 // write for it, display_identity included where its rule is known. now
 // is the timestamp for a record without a usable one.
 func recordMessage(sid string, r Record, now float64) store.Message {
-	get := func(k string) PyValue { v, _ := r.Get(k); return v }
+	get := func(k string) pyjson.Value { v, _ := r.Get(k); return v }
 	role := get("role")
 	m := store.Message{
 		SessionID:         sid,
-		Role:              ScrubSurrogates(role.Str),
+		Role:              pyjson.ScrubSurrogates(role.Str),
 		Content:           bindText(get("content")),
 		ToolName:          bindText(get("tool_name")),
 		ToolCallID:        bindText(get("tool_call_id")),
@@ -84,42 +86,42 @@ func boolInt(b bool) int64 {
 // as NULL, a bool as 1/0 and a number as its decimal text (SQLite's TEXT
 // affinity converts the bound number). A list or dict, which sqlite3
 // cannot bind and so fails Hermes' import, is stored as its JSON text.
-func bindText(v PyValue) sql.NullString {
+func bindText(v pyjson.Value) sql.NullString {
 	switch v.Kind {
-	case PyKindNull:
+	case pyjson.KindNull:
 		return sql.NullString{}
-	case PyKindStr:
-		return sql.NullString{String: ScrubSurrogates(v.Str), Valid: true}
-	case PyKindBool:
+	case pyjson.KindStr:
+		return sql.NullString{String: pyjson.ScrubSurrogates(v.Str), Valid: true}
+	case pyjson.KindBool:
 		if v.Bool {
 			return sql.NullString{String: "1", Valid: true}
 		}
 		return sql.NullString{String: "0", Valid: true}
-	case PyKindFloat:
+	case pyjson.KindFloat:
 		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
-			return sql.NullString{String: PyFloatJSON(v.Float), Valid: true}
+			return sql.NullString{String: pyjson.FloatJSON(v.Float), Valid: true}
 		}
-		return sql.NullString{String: PyFloatRepr(v.Float), Valid: true}
+		return sql.NullString{String: pyjson.FloatRepr(v.Float), Valid: true}
 	}
 	return sql.NullString{String: v.Dumps(ascii), Valid: true}
 }
 
 // onlyStr keeps a str and drops anything else, as Hermes does for
 // api_content and display_kind.
-func onlyStr(v PyValue) sql.NullString {
-	if v.Kind != PyKindStr {
+func onlyStr(v pyjson.Value) sql.NullString {
+	if v.Kind != pyjson.KindStr {
 		return sql.NullString{}
 	}
-	return sql.NullString{String: ScrubSurrogates(v.Str), Valid: true}
+	return sql.NullString{String: pyjson.ScrubSurrogates(v.Str), Valid: true}
 }
 
 // jsonText is Hermes' _reasoning_json_text.
-func jsonText(v PyValue) sql.NullString {
+func jsonText(v pyjson.Value) sql.NullString {
 	switch {
 	case !v.Truthy():
 		return sql.NullString{}
-	case v.Kind == PyKindStr:
-		return sql.NullString{String: ScrubSurrogates(v.Str), Valid: true}
+	case v.Kind == pyjson.KindStr:
+		return sql.NullString{String: pyjson.ScrubSurrogates(v.Str), Valid: true}
 	}
 	return sql.NullString{String: v.Dumps(ascii), Valid: true}
 }

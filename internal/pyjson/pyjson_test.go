@@ -1,4 +1,4 @@
-package recovery
+package pyjson
 
 import (
 	"encoding/binary"
@@ -10,21 +10,21 @@ import (
 	"testing"
 )
 
-// The cases under testdata/pyjson were computed by CPython's json module
-// (testdata/pyjson/gen.py). They are read with ParsePyJSON itself where
+// The cases under testdata were computed by CPython's json module
+// (testdata/gen.py). They are read with Parse itself where
 // they hold lone surrogates, which encoding/json would replace.
 
-func loadPyCases(t *testing.T, name string) PyValue {
+func loadPyCases(t *testing.T, name string) Value {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "pyjson", name, "cases.json"))
+	b, err := os.ReadFile(filepath.Join("testdata", name, "cases.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ParsePyJSON(string(b))
+	v, err := Parse(string(b))
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if v.Kind != PyKindList || len(v.List) == 0 {
+	if v.Kind != KindList || len(v.List) == 0 {
 		t.Fatalf("%s: no cases", name)
 	}
 	return v
@@ -37,7 +37,7 @@ func TestPyFloatReprMatchesPython(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := math.Float64frombits(binary.BigEndian.Uint64(bits))
-		if got, want := PyFloatJSON(f), c.List[1].Str; got != want {
+		if got, want := FloatJSON(f), c.List[1].Str; got != want {
 			t.Errorf("%x: got %s, Python %s", bits, got, want)
 		}
 	}
@@ -49,7 +49,7 @@ func TestDecodeUTF8ReplaceMatchesPython(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := ParsePyJSON(c.List[1].Str)
+		want, err := Parse(c.List[1].Str)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestDumpsMatchesPython(t *testing.T) {
 	n := 0
 	for _, c := range loadPyCases(t, "dumps").List {
 		in, _ := c.Get("input")
-		v, err := ParsePyJSON(in.Str)
+		v, err := Parse(in.Str)
 		if e, rejected := c.Get("error"); rejected {
 			if err == nil {
 				t.Errorf("%+q: Python raises %s, we accepted %s", in.Str, e.Str, v.Dumps(DumpOptions{}))
@@ -98,9 +98,9 @@ func TestDumpsMatchesPython(t *testing.T) {
 func TestPyFloatStringMatchesPython(t *testing.T) {
 	for _, c := range loadPyCases(t, "floatstr").List {
 		s, want, isNaN := c.List[0].Str, c.List[1], c.List[2].Bool
-		f, ok := pyFloat(PyString(s))
+		f, ok := Float(String(s))
 		switch {
-		case want.Kind == PyKindStr && want.Str == "error":
+		case want.Kind == KindStr && want.Str == "error":
 			if ok {
 				t.Errorf("float(%+q): Python raises, we got %v", s, f)
 			}
@@ -109,7 +109,7 @@ func TestPyFloatStringMatchesPython(t *testing.T) {
 				t.Errorf("float(%+q): want nan, got %v %v", s, f, ok)
 			}
 		default:
-			got := strings.NewReplacer("Infinity", "inf").Replace(PyFloatJSON(f))
+			got := strings.NewReplacer("Infinity", "inf").Replace(FloatJSON(f))
 			if !ok || got != want.Str {
 				t.Errorf("float(%+q) = %s (ok %v), Python %s", s, got, ok, want.Str)
 			}
@@ -118,34 +118,34 @@ func TestPyFloatStringMatchesPython(t *testing.T) {
 }
 
 func TestPyValueOrderAndEquality(t *testing.T) {
-	v, err := ParsePyJSON(`{"z": 1, "a": [1.0, true], "m": {"y": 2, "x": 3}, "z": 4}`)
+	v, err := Parse(`{"z": 1, "a": [1.0, true], "m": {"y": 2, "x": 3}, "z": 4}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := v.Dumps(DumpOptions{}); got != `{"z": 4, "a": [1.0, true], "m": {"y": 2, "x": 3}}` {
 		t.Fatalf("order: %s", got)
 	}
-	w, _ := ParsePyJSON(`{"a": [1, 1], "m": {"x": 3, "y": 2.0}, "z": 4.0}`)
-	if !PyEqual(v, w) {
+	w, _ := Parse(`{"a": [1, 1], "m": {"x": 3, "y": 2.0}, "z": 4.0}`)
+	if !Equal(v, w) {
 		t.Fatal("Python compares 1 == 1.0 == True and dicts regardless of order")
 	}
-	x, _ := ParsePyJSON(`{"a": [1, 1], "m": {"x": 3, "y": "2"}, "z": 4}`)
-	if PyEqual(v, x) {
+	x, _ := Parse(`{"a": [1, 1], "m": {"x": 3, "y": "2"}, "z": 4}`)
+	if Equal(v, x) {
 		t.Fatal(`2 == "2" is False in Python`)
 	}
-	big, _ := ParsePyJSON(`[123456789012345678901234567890, 123456789012345678901234567891]`)
-	if PyEqual(big.List[0], big.List[1]) {
+	big, _ := Parse(`[123456789012345678901234567890, 123456789012345678901234567891]`)
+	if Equal(big.List[0], big.List[1]) {
 		t.Fatal("big ints must compare exactly")
 	}
-	v.Set("a", PyString("new"))
-	v.Set("b", PyInt64(7))
+	v.Set("a", String("new"))
+	v.Set("b", Int64(7))
 	if got := v.Dumps(DumpOptions{}); got != `{"z": 4, "a": "new", "m": {"y": 2, "x": 3}, "b": 7}` {
 		t.Fatalf("Set: %s", got)
 	}
 }
 
 func TestScrubSurrogates(t *testing.T) {
-	v, err := ParsePyJSON(`"a\ud800b\udc00\udc00c\ud83d\ude00"`)
+	v, err := Parse(`"a\ud800b\udc00\udc00c\ud83d\ude00"`)
 	if err != nil {
 		t.Fatal(err)
 	}

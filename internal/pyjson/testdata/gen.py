@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the Python ground truth for recovery's pyjson tests.
+"""Regenerate the Python ground truth for pyjson's tests.
 
 Run from this directory with CPython 3 (3.11 used): python3 gen.py
 Each case directory holds cases.json, computed with the standard library

@@ -1,4 +1,4 @@
-package recovery
+package pyjson
 
 import (
 	"math"
@@ -18,27 +18,27 @@ type DumpOptions struct {
 // ensure_ascii=o.EnsureASCII), byte for byte. With EnsureASCII false a lone
 // surrogate is written as-is (WTF-8), where Python would fail to encode the
 // result to UTF-8: check with HasSurrogate.
-func (v PyValue) Dumps(o DumpOptions) string {
+func (v Value) Dumps(o DumpOptions) string {
 	return string(v.AppendJSON(nil, o))
 }
 
 // AppendJSON appends Dumps(o) to dst.
-func (v PyValue) AppendJSON(dst []byte, o DumpOptions) []byte {
+func (v Value) AppendJSON(dst []byte, o DumpOptions) []byte {
 	switch v.Kind {
-	case PyKindNull:
+	case KindNull:
 		return append(dst, "null"...)
-	case PyKindBool:
+	case KindBool:
 		if v.Bool {
 			return append(dst, "true"...)
 		}
 		return append(dst, "false"...)
-	case PyKindInt:
+	case KindInt:
 		return append(dst, v.Int...)
-	case PyKindFloat:
-		return append(dst, PyFloatJSON(v.Float)...)
-	case PyKindStr:
+	case KindFloat:
+		return append(dst, FloatJSON(v.Float)...)
+	case KindStr:
 		return appendPyString(dst, v.Str, o.EnsureASCII)
-	case PyKindList:
+	case KindList:
 		dst = append(dst, '[')
 		for i, e := range v.List {
 			if i > 0 {
@@ -47,13 +47,13 @@ func (v PyValue) AppendJSON(dst []byte, o DumpOptions) []byte {
 			dst = e.AppendJSON(dst, o)
 		}
 		return append(dst, ']')
-	case PyKindDict:
+	case KindDict:
 		members := v.Dict
 		if o.SortKeys && len(members) > 1 {
 			members = slices.Clone(members)
 			// Byte order of UTF-8 (and WTF-8) is code point order, which is
 			// how Python compares str.
-			slices.SortFunc(members, func(a, b PyMember) int { return strings.Compare(a.Key, b.Key) })
+			slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Key, b.Key) })
 		}
 		dst = append(dst, '{')
 		for i, m := range members {
@@ -122,9 +122,9 @@ func appendPyString(dst []byte, s string, ensureASCII bool) []byte {
 	return append(dst, '"')
 }
 
-// PyFloatJSON is how json.dumps writes a float: NaN, Infinity, -Infinity,
+// FloatJSON is how json.dumps writes a float: NaN, Infinity, -Infinity,
 // else Python's repr.
-func PyFloatJSON(f float64) string {
+func FloatJSON(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "NaN"
@@ -133,15 +133,15 @@ func PyFloatJSON(f float64) string {
 	case math.IsInf(f, -1):
 		return "-Infinity"
 	}
-	return PyFloatRepr(f)
+	return FloatRepr(f)
 }
 
-// PyFloatRepr is Python's repr of a finite float: the shortest digits that
+// FloatRepr is Python's repr of a finite float: the shortest digits that
 // round-trip, in positional form with at least one fractional digit
 // ("1732912347.0") unless the decimal exponent is below -4 or at least 16,
 // where it is d[.ddd]e±XX with at least two exponent digits ("1e+16",
 // "1e-05").
-func PyFloatRepr(f float64) string {
+func FloatRepr(f float64) string {
 	if f == 0 {
 		if math.Signbit(f) {
 			return "-0.0"
