@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // captureChunk is the pread size: large enough that a copy is bound by

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 

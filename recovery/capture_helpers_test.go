@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 

@@ -14,9 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // QuarantineSidecars moves the store's -wal and -shm into captureDir (a

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // SnapshotMain copies the live main file of a sidecar_lost store to dst:

@@ -10,9 +10,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // captureNote is the manifest's note, in the spirit of Hermes' own.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
-
 	"github.com/stateguard/stateguard/store"
 )
 

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/pyjson"
-
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/internal/pyjson"
 	"github.com/stateguard/stateguard/store"
 )
 

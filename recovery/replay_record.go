@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
-
 	"github.com/stateguard/stateguard/store"
 )
 

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 )
 

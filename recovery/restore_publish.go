@@ -8,10 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 )
 

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
 	"modernc.org/sqlite"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 func newHermesStore(t *testing.T) string {

@@ -14,6 +14,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/watcher"
 )
@@ -62,7 +63,7 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	lock    *Lock
-	journal *Journal
+	journal *journal.Journal
 	watch   *watcher.Watcher
 	cache   holders.Cache
 	ctl     *ControlServer
@@ -75,7 +76,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	workers  map[string]*worker
-	resumes  map[string][]Incident // unfinished at start, until their worker exists
+	resumes  map[string][]journal.Incident // unfinished at start, until their worker exists
 	problems []store.Problem
 	homes    []store.Home
 
@@ -121,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.release()
 		return nil, err
 	}
-	a.journal, err = OpenJournal(ctx, filepath.Join(opts.StateDir, JournalFile))
+	a.journal, err = journal.Open(ctx, filepath.Join(opts.StateDir, journal.FileName), opts.Logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -144,7 +145,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	a.resumes = map[string][]Incident{}
+	a.resumes = map[string][]journal.Incident{}
 	for _, inc := range unfinished {
 		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
 	}
@@ -251,7 +252,7 @@ func (a *Agent) release() {
 }
 
 // Journal exposes the journal for tests and the control API.
-func (a *Agent) Journal() *Journal { return a.journal }
+func (a *Agent) Journal() *journal.Journal { return a.journal }
 
 // SocketPath is the control socket's path ("" when none is served).
 func (a *Agent) SocketPath() string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
@@ -114,11 +115,11 @@ func waitHolder(t testing.TB, a *Agent, db string, pid int) {
 }
 
 // waitIncident waits for the store's first incident to reach a state.
-func waitIncident(t testing.TB, a *Agent, db string, d time.Duration, want ...State) Incident {
+func waitIncident(t testing.TB, a *Agent, db string, d time.Duration, want ...journal.State) journal.Incident {
 	t.Helper()
-	var inc Incident
+	var inc journal.Incident
 	eventually(t, "an incident in state "+states(want), d, func() bool {
-		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 		if err != nil || len(incs) == 0 {
 			return false
 		}
@@ -133,7 +134,7 @@ func waitIncident(t testing.TB, a *Agent, db string, d time.Duration, want ...St
 	return inc
 }
 
-func states(ss []State) string {
+func states(ss []journal.State) string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)

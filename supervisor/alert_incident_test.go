@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // With an alert command that hangs on every event and the metrics
@@ -48,8 +49,8 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 		return s == 'T' || s == 'X' || s == 'Z'
 	})
 	t.Logf("writer stopped %v after the restore, alert commands hanging", time.Since(renamed))
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved {
 		t.Fatalf("incident ended %s: %s", inc.State, inc.Detail.Error)
 	}
 
@@ -79,7 +80,7 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 	})
 
 	fams := scrape(t, a.metrics.Addr())
-	if v := metricValue(fams, "stateguard_incidents_opened_total", map[string]string{"kind": string(KindReplaced)}); v != 1 {
+	if v := metricValue(fams, "stateguard_incidents_opened_total", map[string]string{"kind": string(journal.KindReplaced)}); v != 1 {
 		t.Fatalf("incidents_opened_total{kind=replaced} = %v, want 1", v)
 	}
 	if v := metricValue(fams, "stateguard_freeze_latency_seconds", nil); v < 1 {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -38,8 +39,8 @@ func (a *Agent) apiHandler() http.Handler {
 
 // IncidentView is an incident with its steps.
 type IncidentView struct {
-	Incident Incident `json:"incident"`
-	Steps    []Step   `json:"steps"`
+	Incident journal.Incident `json:"incident"`
+	Steps    []journal.Step   `json:"steps"`
 }
 
 // ReleaseRequest is the body of POST /v1/incidents/{id}/release.
@@ -82,23 +83,23 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 	sort.Slice(stores, func(i, j int) bool { return stores[i].Path < stores[j].Path })
 	st := BuildStatus(stores, problems, a.cache.Last())
 	st.Daemon = DaemonStatus{Running: true, PID: os.Getpid(), StartedAt: a.started.UTC(), StateDir: a.opts.StateDir, Socket: a.SocketPath()}
-	incs, err := a.journal.ListIncidents(ctx, ListOptions{OpenOnly: true})
+	incs, err := a.journal.ListIncidents(ctx, journal.ListOptions{OpenOnly: true})
 	if err != nil {
 		return st, err
 	}
-	jobs, err := a.journal.ListJobs(ctx, JobFilter{})
+	jobs, err := a.journal.ListJobs(ctx, journal.JobFilter{})
 	if err != nil {
 		return st, err
 	}
 	for _, j := range jobs {
 		switch j.State {
-		case JobQueued:
+		case journal.JobQueued:
 			st.Queue.Queued++
-		case JobRunning:
+		case journal.JobRunning:
 			st.Queue.Running++
-		case JobFailed:
+		case journal.JobFailed:
 			st.Queue.Failed++
-		case JobDone:
+		case journal.JobDone:
 			st.Queue.Done++
 		}
 	}
@@ -112,7 +113,7 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 			}
 		}
 		for _, j := range jobs {
-			if j.Store == ss.Key && (j.State == JobQueued || j.State == JobRunning) {
+			if j.Store == ss.Key && (j.State == journal.JobQueued || j.State == journal.JobRunning) {
 				ss.QueuedReplays++
 			}
 		}
@@ -121,13 +122,13 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 }
 
 func (a *Agent) handleIncidents(w http.ResponseWriter, r *http.Request) {
-	incs, err := a.journal.ListIncidents(r.Context(), ListOptions{OpenOnly: r.URL.Query().Get("all") == ""})
+	incs, err := a.journal.ListIncidents(r.Context(), journal.ListOptions{OpenOnly: r.URL.Query().Get("all") == ""})
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
 	if incs == nil {
-		incs = []Incident{}
+		incs = []journal.Incident{}
 	}
 	writeJSON(w, http.StatusOK, incs)
 }
@@ -135,7 +136,7 @@ func (a *Agent) handleIncidents(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) handleIncident(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	inc, err := a.journal.GetIncident(r.Context(), id)
-	if errors.Is(err, ErrIncidentNotFound) {
+	if errors.Is(err, journal.ErrIncidentNotFound) {
 		writeErr(w, http.StatusNotFound, fmt.Errorf("no incident %s (hint: agentctl incidents --all lists them)", id))
 		return
 	}
@@ -187,13 +188,13 @@ func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleJobs(w http.ResponseWriter, r *http.Request) {
-	jobs, err := a.journal.ListJobs(r.Context(), JobFilter{})
+	jobs, err := a.journal.ListJobs(r.Context(), journal.JobFilter{})
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
 	if jobs == nil {
-		jobs = []Job{}
+		jobs = []journal.Job{}
 	}
 	writeJSON(w, http.StatusOK, jobs)
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/stateguard/stateguard/journal"
 )
 
 // JobRequest is the body of POST /v1/jobs: an operator's replay of a
@@ -34,7 +36,7 @@ func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, fmt.Errorf("job: %s is not a store agentd watches (hint: agentctl status lists them; use --now to replay without the daemon)", req.Store))
 		return
 	}
-	job, err := a.journal.EnqueueJob(r.Context(), Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID})
+	job, err := a.journal.EnqueueJob(r.Context(), journal.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID})
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return

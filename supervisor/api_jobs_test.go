@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/journal"
 )
 
 // An operator's replay queued over the socket runs on the daemon, once.
@@ -26,14 +28,14 @@ func TestEnqueueReplayOverSocket(t *testing.T) {
 	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
 	}}}
-	post := func(body any) (int, Job) {
+	post := func(body any) (int, journal.Job) {
 		b, _ := json.Marshal(body)
 		resp, err := c.Post("http://agent/v1/jobs", "application/json", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var j Job
+		var j journal.Job
 		json.NewDecoder(resp.Body).Decode(&j)
 		return resp.StatusCode, j
 	}
@@ -47,9 +49,9 @@ func TestEnqueueReplayOverSocket(t *testing.T) {
 		}
 		eventually(t, "the job to finish", 20*time.Second, func() bool {
 			j, err := a.journal.GetJob(context.Background(), job.ID)
-			return err == nil && (j.State == JobDone || j.State == JobFailed)
+			return err == nil && (j.State == journal.JobDone || j.State == journal.JobFailed)
 		})
-		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != JobDone {
+		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != journal.JobDone {
 			t.Fatalf("job %d ended %s: %s", j.ID, j.State, j.LastError)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // BenchmarkDetectToFreeze measures, from outside the agent, the time from
@@ -92,7 +93,7 @@ func detectTrial(b *testing.B, a *Agent, db string) (time.Duration, int) {
 	os.Remove(db + "-shm")
 	waitExit(b, w, 30*time.Second)
 	eventually(b, "the incident to end", 60*time.Second, func() bool {
-		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{OpenOnly: true})
+		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{OpenOnly: true})
 		return err == nil && len(incs) == 0
 	})
 	return d, max(0, after-before)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
@@ -23,9 +23,9 @@ import (
 //     before a new opener recovers them into the new main.
 func (w *worker) prepare(li *liveIncident) {
 	switch li.kind {
-	case KindSidecarLost:
+	case journal.KindSidecarLost:
 		w.snapshotMain(li)
-	case KindMispaired:
+	case journal.KindMispaired:
 		w.quarantine(li)
 	}
 }
@@ -65,7 +65,7 @@ func (w *worker) snapshotMain(li *liveIncident) {
 		return
 	}
 	li.snapshot = dst
-	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, Step{Name: "snapshot.written", Detail: map[string]any{"path": dst}}); err != nil {
+	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, journal.Step{Name: "snapshot.written", Detail: map[string]any{"path": dst}}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
 }
@@ -131,8 +131,8 @@ func (w *worker) quarantine(li *liveIncident) {
 	}
 	if len(moved) > 0 {
 		w.log.Warn("foreign sidecars quarantined", "event", EventSidecarsQuarantined, "incident", li.id, "moved", moved)
-		if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: "sidecars.quarantined", Detail: map[string]any{"moved": moved}},
-			func(inc *Incident) error { inc.Detail.Quarantined = moved; return nil }); err != nil {
+		if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: "sidecars.quarantined", Detail: map[string]any{"moved": moved}},
+			func(inc *journal.Incident) error { inc.Detail.Quarantined = moved; return nil }); err != nil {
 			w.log.Error("journal step failed", "incident", li.id, "err", err)
 		}
 	}
@@ -170,8 +170,8 @@ func (w *worker) ownedBy(li *liveIncident, ref holders.ProcRef) bool {
 }
 
 func (w *worker) note(li *liveIncident, msg string) {
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: "note", Detail: map[string]any{"error": msg}},
-		func(inc *Incident) error { inc.Detail.Error = msg; return nil }); err != nil {
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: "note", Detail: map[string]any{"error": msg}},
+		func(inc *journal.Incident) error { inc.Detail.Error = msg; return nil }); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
 }
@@ -198,7 +198,7 @@ type fileStamp struct {
 func stampPins(li *liveIncident) []fileStamp {
 	var out []fileStamp
 	for _, p := range li.pins {
-		if p.role == holders.RoleSHM || (p.role == holders.RoleMain && li.kind == KindSidecarLost) {
+		if p.role == holders.RoleSHM || (p.role == holders.RoleMain && li.kind == journal.KindSidecarLost) {
 			continue // -shm is rebuilt from the WAL; a sidecar_lost main is the live one
 		}
 		fi, err := p.f.Stat()
@@ -240,7 +240,7 @@ func (w *worker) preCapture(li *liveIncident) bool {
 		}
 	}
 	cancel()
-	if li.kind == KindSidecarLost && li.snapshot == "" {
+	if li.kind == journal.KindSidecarLost && li.snapshot == "" {
 		if w.mainOrphaned(li) {
 			// The shared main was itself replaced since: only the frozen
 			// holders and our pin hold it, so it cannot change any more
@@ -286,14 +286,18 @@ func (w *worker) mainOrphaned(li *liveIncident) bool {
 // needsAction moves the incident to needs_action with the reason an
 // operator reads in `agentctl incident show`.
 func (w *worker) needsAction(li *liveIncident, msg string) {
-	if li.state == StateNeedsAction {
+	if li.state == journal.StateNeedsAction {
 		return
 	}
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepNeedsAction, Detail: map[string]any{"error": msg}},
-		func(inc *Incident) error { inc.State = StateNeedsAction; inc.Detail.Error = msg; return nil }); err != nil {
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: journal.StepNeedsAction, Detail: map[string]any{"error": msg}},
+		func(inc *journal.Incident) error {
+			inc.State = journal.StateNeedsAction
+			inc.Detail.Error = msg
+			return nil
+		}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
-	w.setState(li, StateNeedsAction)
+	w.setState(li, journal.StateNeedsAction)
 }
 
 // writeCapture writes one capture of the pinned orphan and journals it.
@@ -309,7 +313,7 @@ func (w *worker) writeCapture(li *liveIncident, phase string) (recovery.Capture,
 			src.SHM = p.f
 		}
 	}
-	if li.kind == KindSidecarLost && li.snapshot != "" {
+	if li.kind == journal.KindSidecarLost && li.snapshot != "" {
 		src.Main, src.MainSnapshot = nil, li.snapshot
 	}
 	ctx, cancel := context.WithTimeout(w.a.ctx, 10*time.Minute)
@@ -323,9 +327,9 @@ func (w *worker) writeCapture(li *liveIncident, phase string) (recovery.Capture,
 	}
 	w.a.opts.Metrics.CaptureWritten(c.Bytes)
 	w.log.Info("capture written", "event", EventCaptureWritten, "incident", li.id, "phase", phase, "path", c.Dir, "bytes", c.Bytes, "reflinked", c.Reflinked)
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepCaptureWritten,
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: journal.StepCaptureWritten,
 		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked, "phase": phase}},
-		func(inc *Incident) error {
+		func(inc *journal.Incident) error {
 			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
 			return nil
 		}); err != nil {
@@ -347,7 +351,7 @@ func (w *worker) capture(li *liveIncident) {
 			w.captured(li, li.capDir)
 			return
 		}
-		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": "nothing pinned to capture: the orphan was gone before it could be pinned"}})
+		w.finish(li, journal.StateFailed, journal.Step{Name: journal.StepFailed, Detail: map[string]any{"error": "nothing pinned to capture: the orphan was gone before it could be pinned"}})
 		return
 	}
 	c, ok := w.writeCapture(li, "final")
@@ -365,7 +369,7 @@ func (w *worker) capture(li *liveIncident) {
 // captured moves the incident to captured and unpins the orphan.
 func (w *worker) captured(li *liveIncident, dir string) {
 	li.retryAt, li.capDir = time.Time{}, dir
-	w.transition(li, StateCaptured, Step{Name: "capture.final", Detail: map[string]any{"path": dir}})
+	w.transition(li, journal.StateCaptured, journal.Step{Name: "capture.final", Detail: map[string]any{"path": dir}})
 	w.closePins(li)
 	if li.snapshot != "" {
 		_ = os.Remove(li.snapshot)

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
@@ -29,8 +30,8 @@ const maxDivertFails = 5
 // replacedAt is when the main at path was replaced: the new main's ctime
 // (rename(2) sets it), when that is earlier than the moment the agent saw
 // the change — a restore done while the agent was down is seen late.
-func replacedAt(path string, kind Kind, seen time.Time) time.Time {
-	if kind == KindSidecarLost {
+func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
+	if kind == journal.KindSidecarLost {
 		return seen
 	}
 	var st unix.Stat_t
@@ -48,13 +49,13 @@ func replacedAt(path string, kind Kind, seen time.Time) time.Time {
 // and resolve once the jobs are done. A generic store ends at the capture.
 func (w *worker) afterCapture(li *liveIncident) {
 	if w.st.Kind != store.Hermes {
-		w.finish(li, StateResolved, Step{Name: StepResolved, Detail: map[string]any{"note": "generic store: no row replay"}})
+		w.finish(li, journal.StateResolved, journal.Step{Name: journal.StepResolved, Detail: map[string]any{"note": "generic store: no row replay"}})
 		return
 	}
 	switch li.state {
-	case StateCaptured:
+	case journal.StateCaptured:
 		w.divert(li)
-	case StateDiverted, StateReplaying:
+	case journal.StateDiverted, journal.StateReplaying:
 		w.checkJobs(li)
 	}
 }
@@ -73,7 +74,7 @@ func (w *worker) divert(li *liveIncident) {
 		li.divertFails++
 		if li.divertFails >= maxDivertFails {
 			w.log.Error("divert failed; giving up", "event", EventDivertFailed, "incident", li.id, "capture", li.capDir, "err", err)
-			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{"error": fmt.Sprintf(
+			w.finish(li, journal.StateFailed, journal.Step{Name: journal.StepFailed, Detail: map[string]any{"error": fmt.Sprintf(
 				"divert failed %d times: %v; the capture is kept at %s (agentctl export --capture, agentctl replay --capture)", li.divertFails, err, li.capDir)}})
 			return
 		}
@@ -86,49 +87,52 @@ func (w *worker) divert(li *liveIncident) {
 	files := rep.ReplayFiles(false)
 	w.log.Info("rows only in the capture diverted", "event", EventDiverted, "incident", li.id, "dir", rep.Dir,
 		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows)
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepDiverted, Detail: map[string]any{
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: journal.StepDiverted, Detail: map[string]any{
 		"dir": rep.Dir, "replay_rows": rep.ReplayRows, "pre_replacement_rows": rep.PreReplacementRows, "files": len(files)}},
-		func(inc *Incident) error { inc.State, inc.Detail.DivertDir = StateDiverted, rep.Dir; return nil }); err != nil {
+		func(inc *journal.Incident) error {
+			inc.State, inc.Detail.DivertDir = journal.StateDiverted, rep.Dir
+			return nil
+		}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
-	w.setState(li, StateDiverted)
+	w.setState(li, journal.StateDiverted)
 	for _, f := range files {
-		job, err := w.a.journal.EnqueueJob(w.a.ctx, Job{IncidentID: li.id, Store: w.st.Path, Path: f.Path, SessionID: f.SessionID})
+		job, err := w.a.journal.EnqueueJob(w.a.ctx, journal.Job{IncidentID: li.id, Store: w.st.Path, Path: f.Path, SessionID: f.SessionID})
 		if err != nil {
 			w.log.Error("queue replay failed", "incident", li.id, "path", f.Path, "err", err)
 			return // the incident stays diverted; the next advance re-queues (EnqueueJob merges duplicates)
 		}
 		w.log.Info("replay queued", "event", EventReplayQueued, "incident", li.id, "job", job.ID, "path", f.Path, "rows", f.Rows)
 	}
-	w.transition(li, StateReplaying, Step{Name: StepReplayQueued, Detail: map[string]any{"jobs": len(files)}})
+	w.transition(li, journal.StateReplaying, journal.Step{Name: journal.StepReplayQueued, Detail: map[string]any{"jobs": len(files)}})
 	w.checkJobs(li)
 }
 
 // checkJobs resolves the incident once every one of its jobs is done, and
 // fails it when one has given up.
 func (w *worker) checkJobs(li *liveIncident) {
-	if li.state == StateDiverted {
+	if li.state == journal.StateDiverted {
 		w.divert(li) // queueing was interrupted; Divert is idempotent
 		return
 	}
-	jobs, err := w.a.journal.ListJobs(w.a.ctx, JobFilter{IncidentID: li.id})
+	jobs, err := w.a.journal.ListJobs(w.a.ctx, journal.JobFilter{IncidentID: li.id})
 	if err != nil {
 		return
 	}
 	rows := 0
 	for _, j := range jobs {
 		switch j.State {
-		case JobDone:
+		case journal.JobDone:
 			if j.Result != nil {
 				rows += j.Result.Appended
 			}
-		case JobFailed:
-			w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
+		case journal.JobFailed:
+			w.finish(li, journal.StateFailed, journal.Step{Name: journal.StepFailed, Detail: map[string]any{
 				"error": "replay job " + j.Path + " failed: " + j.LastError + " (agentctl replay " + j.Path + " --now retries it by hand)"}})
 			return
 		default:
 			return
 		}
 	}
-	w.finish(li, StateResolved, Step{Name: StepResolved, Detail: map[string]any{"replayed_rows": rows, "jobs": len(jobs)}})
+	w.finish(li, journal.StateResolved, journal.Step{Name: journal.StepResolved, Detail: map[string]any{"replayed_rows": rows, "jobs": len(jobs)}})
 }

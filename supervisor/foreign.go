@@ -3,6 +3,7 @@ package supervisor
 import (
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
@@ -28,21 +29,21 @@ func (w *worker) checkForeignSidecars(ch store.Change, gen store.Generation, sr 
 			}
 		}
 	}
-	inc, err := w.a.journal.OpenIncident(w.a.ctx, Incident{
-		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: KindMispaired, State: StateOpen, Policy: "none",
-		Detail: IncidentDetail{OldGeneration: generationRecord(w.gen), NewGeneration: generationRecord(gen)},
+	inc, err := w.a.journal.OpenIncident(w.a.ctx, journal.Incident{
+		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: journal.KindMispaired, State: journal.StateOpen, Policy: "none",
+		Detail: journal.IncidentDetail{OldGeneration: generationRecord(w.gen), NewGeneration: generationRecord(gen)},
 	})
 	if err != nil {
 		w.log.Error("journal incident failed", "err", err)
 		return
 	}
-	li := &liveIncident{id: inc.ID, kind: KindMispaired, policy: PolicyObserve, state: StateOpen, openedAt: inc.OpenedAt}
-	w.a.opts.Metrics.IncidentOpened(string(KindMispaired))
-	w.a.opts.Metrics.IncidentState(string(KindMispaired), string(StateOpen), 1)
+	li := &liveIncident{id: inc.ID, kind: journal.KindMispaired, policy: PolicyObserve, state: journal.StateOpen, openedAt: inc.OpenedAt}
+	w.a.opts.Metrics.IncidentOpened(string(journal.KindMispaired))
+	w.a.opts.Metrics.IncidentState(string(journal.KindMispaired), string(journal.StateOpen), 1)
 	w.mu.Lock()
 	w.live[li.id] = li
 	w.mu.Unlock()
-	w.log.Error("old generation's sidecars next to a new main", "event", EventIncidentOpened, "incident", li.id, "kind", string(KindMispaired), "holders", []int{})
+	w.log.Error("old generation's sidecars next to a new main", "event", EventIncidentOpened, "incident", li.id, "kind", string(journal.KindMispaired), "holders", []int{})
 	staging, err := recovery.StageCapture(w.captureRequest(li))
 	if err != nil {
 		w.note(li, err.Error())
@@ -60,5 +61,5 @@ func (w *worker) checkForeignSidecars(ch store.Change, gen store.Generation, sr 
 	if len(moved) > 0 {
 		w.log.Warn("foreign sidecars quarantined", "event", EventSidecarsQuarantined, "incident", li.id, "moved", moved)
 	}
-	w.transition(li, StateReleased, Step{Name: StepQuarantined, Detail: map[string]any{"moved": moved}})
+	w.transition(li, journal.StateReleased, journal.Step{Name: journal.StepQuarantined, Detail: map[string]any{"moved": moved}})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -38,7 +39,7 @@ const (
 // the worker goroutine; mu guards status, which the control API reads.
 type workerGuard struct {
 	g      *holders.Guard
-	pause  *GuardPause
+	pause  *journal.GuardPause
 	loaded bool   // pause read from the journal
 	failed string // the last guard.failed logged, so a lasting failure is said once
 	retry  bool   // the last arm failed transiently: the tick tries again
@@ -299,14 +300,14 @@ func (a *Agent) guardStatus(key string) *GuardStatus {
 // PauseGuard journals a maintenance pause of the store's guard until now+d
 // and releases its locks. The pause ends by itself; ResumeGuard ends it
 // early.
-func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, reason string) (GuardPause, *GuardStatus, error) {
+func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, reason string) (journal.GuardPause, *GuardStatus, error) {
 	w := a.worker(key)
 	if w == nil {
-		return GuardPause{}, nil, fmt.Errorf("pause guard: store %s is not watched", key)
+		return journal.GuardPause{}, nil, fmt.Errorf("pause guard: store %s is not watched", key)
 	}
 	p, err := a.journal.PauseGuard(ctx, key, time.Now().Add(d), reason)
 	if err != nil {
-		return GuardPause{}, nil, err
+		return journal.GuardPause{}, nil, err
 	}
 	err = w.do(ctx, func() {
 		w.guardLoad()

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/journal"
 )
 
 // Maintenance pauses: default and longest. A pause longer than a day is
@@ -32,10 +34,10 @@ type GuardRequest struct {
 
 // GuardAnswer is the answer to a guard request.
 type GuardAnswer struct {
-	Store   string       `json:"store"`
-	Profile string       `json:"profile,omitempty"`
-	Guard   *GuardStatus `json:"guard,omitempty"`
-	Pause   *GuardPause  `json:"pause,omitempty"`
+	Store   string              `json:"store"`
+	Profile string              `json:"profile,omitempty"`
+	Guard   *GuardStatus        `json:"guard,omitempty"`
+	Pause   *journal.GuardPause `json:"pause,omitempty"`
 	// Resumed is false when a resume found no pause in force.
 	Resumed bool `json:"resumed,omitempty"`
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 func guardOn(o *Options) { o.Guard = true }

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/fileid"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -72,7 +72,7 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 				if lost > 0 {
 					t.Fatal("the armed guard did not keep the writer's WAL")
 				}
-				if incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db}); err != nil || len(incs) > 0 {
+				if incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
 					t.Fatalf("incidents with the guard armed: %+v %v", incs, err)
 				}
 				if st := a.guardStatus(db); st.State != GuardArmed {
@@ -89,8 +89,8 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 			if lost == 0 {
 				t.Fatal("with the guard paused the WAL survived 10 wrong last closers: the test cannot tell the guard works")
 			}
-			inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-			if inc.Kind != KindSidecarLost || inc.State != StateResolved {
+			inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+			if inc.Kind != journal.KindSidecarLost || inc.State != journal.StateResolved {
 				t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 			}
 			waitExit(t, w, 10*time.Second)
@@ -340,14 +340,14 @@ func setJournalMode(t *testing.T, path, mode string) {
 // armed on the new generation with nothing left on the old one.
 func TestGuardAcrossIncidents(t *testing.T) {
 	for _, c := range []struct {
-		kind    Kind
+		kind    journal.Kind
 		replace func(t *testing.T, db string)
 	}{
-		{KindSidecarLost, func(t *testing.T, db string) {
+		{journal.KindSidecarLost, func(t *testing.T, db string) {
 			os.Remove(db + "-wal")
 			os.Remove(db + "-shm")
 		}},
-		{KindMispaired, func(t *testing.T, db string) { renameFreshOver(t, db) }},
+		{journal.KindMispaired, func(t *testing.T, db string) { renameFreshOver(t, db) }},
 	} {
 		t.Run(string(c.kind), func(t *testing.T) {
 			home, db := testHome(t)
@@ -359,8 +359,8 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			keep := holdInodes(t, db, db+"-shm")
 
 			c.replace(t, db)
-			inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-			if inc.Kind != c.kind || inc.State != StateResolved {
+			inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+			if inc.Kind != c.kind || inc.State != journal.StateResolved {
 				t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 			}
 			waitExit(t, w1, 10*time.Second)
@@ -371,7 +371,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			newMain, newSHM := fileID(t, db), fileID(t, db+"-shm")
 			eventually(t, "the new generation armed", 5*time.Second, func() bool { return guarded(t, newMain, newSHM) })
 			old := []fileid.ID{oldSHM}
-			if c.kind == KindMispaired {
+			if c.kind == journal.KindMispaired {
 				old = append(old, oldMain)
 			}
 			for _, id := range old {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/journal"
 )
 
 // Newer Hermes processes notice a replaced store themselves and append
@@ -78,7 +80,7 @@ func (w *worker) queueHermesDiverts(li *liveIncident) {
 			continue
 		}
 		from := bytes.Count(data[:mark], []byte{'\n'}) + 1
-		job, err := w.a.journal.EnqueueJob(w.a.ctx, Job{IncidentID: li.id, Store: w.st.Path, Path: f.path, FromLine: from})
+		job, err := w.a.journal.EnqueueJob(w.a.ctx, journal.Job{IncidentID: li.id, Store: w.st.Path, Path: f.path, FromLine: from})
 		if err != nil {
 			w.log.Error("queue replay of Hermes' own divert failed", "incident", li.id, "path", f.path, "err", err)
 			continue

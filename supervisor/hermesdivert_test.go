@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // Lines a Hermes process appends to its own sessions/<id>.jsonl while an
@@ -32,7 +33,7 @@ func TestHermesOwnDivertReplayedDuringIncident(t *testing.T) {
 	renameFreshOver(t, db)
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
-	waitIncident(t, a, db, 10*time.Second, StatePinned, StateReleased)
+	waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)
 
 	f, err := os.OpenFile(jsonl, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -45,8 +46,8 @@ func TestHermesOwnDivertReplayedDuringIncident(t *testing.T) {
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved {
 		t.Fatalf("incident ended %s: %s", inc.State, inc.Detail.Error)
 	}
 	rows := dbRows(t, db)

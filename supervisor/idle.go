@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -120,7 +120,7 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	}
 	w.log.Warn("a -wal holding committed rows was unlinked while no process had the store open",
 		"backlog", fmt.Sprint(bl), "wal", g.IDs().WAL.String())
-	w.openIncident(KindSidecarLost, PolicyObserve, nil, nil, at, generationRecord(old), gen, pins)
+	w.openIncident(journal.KindSidecarLost, PolicyObserve, nil, nil, at, generationRecord(old), gen, pins)
 }
 
 // claimGuardWAL marks the guard's -wal as the orphan of the incident

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // mainOnlyRows copies the store's main file alone (no -wal, no -shm) and
@@ -67,7 +68,7 @@ func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
 	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) > 0 {
 		t.Fatalf("%d acknowledged rows not in the main file after the idle checkpoint: %v", len(miss), miss)
 	}
-	if incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db}); err != nil || len(incs) > 0 {
+	if incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
 		t.Fatalf("incidents: %+v %v", incs, err)
 	}
 	// Now the leftovers are empty: deleting them is a plain change.
@@ -76,7 +77,7 @@ func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
 		st := a.guardStatus(db)
 		return st != nil && strings.HasPrefix(st.Reason, "main file only")
 	})
-	if incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db}); err != nil || len(incs) > 0 {
+	if incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
 		t.Fatalf("an empty -wal deleted opened incidents: %+v %v", incs, err)
 	}
 	checkExactlyOnce(t, acks, dbRows(t, db), time.Time{}, time.Time{})
@@ -107,8 +108,8 @@ func TestUnlinkedIdleWALIsAnIncident(t *testing.T) {
 		t.Fatal("every row already in the main file: the test cannot tell the unlinked -wal is recovered")
 	}
 	removeSidecars(t, db)
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.Kind != KindSidecarLost || inc.State != StateResolved || len(inc.Detail.Holders) != 0 {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.Kind != journal.KindSidecarLost || inc.State != journal.StateResolved || len(inc.Detail.Holders) != 0 {
 		t.Fatalf("incident %s: kind %s state %s holders %+v error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Holders, inc.Detail.Error)
 	}
 	if miss := missingAcks(acks, captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
@@ -140,12 +141,12 @@ func TestUnlinkRacesIdleCheckpoint(t *testing.T) {
 		next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: fmt.Sprintf("next%d", i), Count: 1})
 		waitExit(t, next, 20*time.Second)
 		waitSettled(t, a, db)
-		all, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		all, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, inc := range all[incidents:] {
-			if inc.State != StateResolved {
+			if inc.State != journal.StateResolved {
 				t.Fatalf("round %d: incident %s ended %s: %s", i, inc.ID, inc.State, inc.Detail.Error)
 			}
 		}
@@ -177,20 +178,20 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 		if err := os.WriteFile(jsonl, []byte(b.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		job, err := a.journal.EnqueueJob(context.Background(), Job{Store: db, Path: jsonl})
+		job, err := a.journal.EnqueueJob(context.Background(), journal.Job{Store: db, Path: jsonl})
 		if err != nil {
 			t.Fatal(err)
 		}
 		deleted := false
 		eventually(t, "the replay to finish", 20*time.Second, func() bool {
 			j, err := a.journal.GetJob(context.Background(), job.ID)
-			if err == nil && !deleted && (i%2 == 1 || j.State != JobQueued) {
+			if err == nil && !deleted && (i%2 == 1 || j.State != journal.JobQueued) {
 				removeSidecars(t, db) // odd rounds: before the job is even claimed
 				deleted = true
 			}
-			return err == nil && (j.State == JobDone || j.State == JobFailed)
+			return err == nil && (j.State == journal.JobDone || j.State == journal.JobFailed)
 		})
-		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != JobDone {
+		if j, _ := a.journal.GetJob(context.Background(), job.ID); j.State != journal.JobDone {
 			t.Fatalf("round %d: job ended %s: %s", i, j.State, j.LastError)
 		}
 		if !deleted {
@@ -215,7 +216,7 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 func waitSettled(t *testing.T, a *Agent, db string) {
 	t.Helper()
 	eventually(t, "the guard on the current generation and no incident open", 30*time.Second, func() bool {
-		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db, OpenOnly: true})
+		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db, OpenOnly: true})
 		if err != nil || len(incs) > 0 {
 			return false
 		}
@@ -244,15 +245,15 @@ func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
 		renameFreshOver(t, db) // the main only: mispaired
 		renamed := time.Now()
 		a := startAgent(t, home, guardOn)
-		inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-		if inc.Kind != KindMispaired || inc.State != StateResolved {
+		inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+		if inc.Kind != journal.KindMispaired || inc.State != journal.StateResolved {
 			t.Fatalf("round %d: incident %s: kind %s state %s error %q", round, inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 		}
 		waitExit(t, w, 10*time.Second)
 		next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "new", Count: 5})
 		waitExit(t, next, 20*time.Second)
 		waitSettled(t, a, db)
-		incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 		if err != nil || len(incs) != 1 {
 			t.Fatalf("round %d: incidents %+v (%v), want only the mispaired one", round, incs, err)
 		}
@@ -293,7 +294,7 @@ func TestClaimedWALIsNotALostWAL(t *testing.T) {
 			next := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "next", Count: 3})
 			waitExit(t, next, 20*time.Second)
 			waitSettled(t, a, db)
-			incs, err := a.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+			incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 			if err != nil {
 				t.Fatal(err)
 			}

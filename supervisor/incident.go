@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -16,9 +16,9 @@ import (
 // journal cannot hold (open fds) and what the worker needs between steps.
 type liveIncident struct {
 	id       string
-	kind     Kind
+	kind     journal.Kind
 	policy   Policy
-	state    State
+	state    journal.State
 	holders  []liveHolder
 	pins     []*pin
 	snapshot string    // sidecar_lost: the main as it was at detection
@@ -65,36 +65,36 @@ type pin struct {
 // seed are pins the agent already holds on the orphan (the guard's fds
 // when no process holds it); an incident without orphans has nobody to
 // release and goes straight to capture.
-func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *GenerationRecord, gen store.Generation, seed []*pin) {
+func (w *worker) openIncident(kind journal.Kind, policy Policy, orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, seed []*pin) {
 	ctx := w.a.ctx
 	li := &liveIncident{kind: kind, policy: policy, openedAt: time.Now(), replacedAt: replacedAt(w.st.Path, kind, at)}
 	journalPolicy := string(policy)
 	if len(orphans) == 0 {
 		journalPolicy = "none"
 	}
-	var recs []HolderRecord
+	var recs []journal.HolderRecord
 	for _, p := range orphans {
 		li.holders = append(li.holders, liveHolder{ref: p.Ref(), exe: p.Exe, files: p.Files})
-		hr := HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
+		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
 		_, hr.Frozen = frozen[p.Pid]
 		for _, f := range p.Files {
-			hr.Files = append(hr.Files, HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, Dev: f.ID.Dev, Ino: f.ID.Ino})
+			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID})
 		}
 		recs = append(recs, hr)
 	}
-	state := StateOpen
-	steps := []Step{{Name: StepDetected, At: at, Detail: map[string]any{"kind": string(kind)}}}
+	state := journal.StateOpen
+	steps := []journal.Step{{Name: journal.StepDetected, At: at, Detail: map[string]any{"kind": string(kind)}}}
 	if len(frozen) > 0 {
-		state = StateFrozen
+		state = journal.StateFrozen
 		pids := make([]int, 0, len(frozen))
 		for pid := range frozen {
 			pids = append(pids, pid)
 		}
-		steps = append(steps, Step{Name: StepFrozen, To: StateFrozen, Detail: map[string]any{"pids": pids}})
+		steps = append(steps, journal.Step{Name: journal.StepFrozen, To: journal.StateFrozen, Detail: map[string]any{"pids": pids}})
 	}
-	inc, err := w.a.journal.OpenIncident(ctx, Incident{
+	inc, err := w.a.journal.OpenIncident(ctx, journal.Incident{
 		Store: w.st.Path, Profile: w.st.Profile, Home: w.st.Home, Kind: kind, State: state, Policy: journalPolicy,
-		Detail: IncidentDetail{OldGeneration: old, NewGeneration: generationRecord(gen), Holders: recs, ReplacedAt: at},
+		Detail: journal.IncidentDetail{OldGeneration: old, NewGeneration: generationRecord(gen), Holders: recs, ReplacedAt: at},
 	}, steps...)
 	if err != nil {
 		// Without a record the holders must not stay frozen: thaw them
@@ -137,7 +137,7 @@ func (w *worker) openIncident(kind Kind, policy Policy, orphans []holders.Proces
 	w.pinAll(li)
 	w.prepare(li)
 	if len(li.holders) == 0 {
-		w.transition(li, StateReleased, Step{Name: StepReleased, Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}})
+		w.transition(li, journal.StateReleased, journal.Step{Name: journal.StepReleased, Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}})
 		return
 	}
 	if len(frozen) > 0 && policy != PolicyHold && !w.preCapture(li) {
@@ -210,8 +210,8 @@ func (w *worker) pinAll(li *liveIncident) {
 				"role", string(f.Role), "id", f.ID.String(), "current", f.Current)
 		}
 	}
-	if len(li.pins) > 0 && li.state.rank() < StatePinned.rank() {
-		w.transition(li, StatePinned, Step{Name: StepPinned, Detail: map[string]any{"pins": pinned}})
+	if len(li.pins) > 0 && li.state.Rank() < journal.StatePinned.Rank() {
+		w.transition(li, journal.StatePinned, journal.Step{Name: journal.StepPinned, Detail: map[string]any{"pins": pinned}})
 	}
 }
 
@@ -239,12 +239,12 @@ func (w *worker) release(li *liveIncident, policy Policy) {
 		w.log.Info("holder released", "event", EventHolderReleased, "incident", li.id, "pid", h.ref.Pid, "how", how)
 		w.watchExit(h.ref)
 	}
-	if li.state == StateReleased {
+	if li.state == journal.StateReleased {
 		return
 	}
-	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, Step{Name: StepReleased, Detail: map[string]any{"how": how}},
-		func(inc *Incident) error {
-			inc.State, inc.Policy = StateReleased, how
+	if _, err := w.a.journal.UpdateIncident(w.a.ctx, li.id, journal.Step{Name: journal.StepReleased, Detail: map[string]any{"how": how}},
+		func(inc *journal.Incident) error {
+			inc.State, inc.Policy = journal.StateReleased, how
 			for i := range inc.Detail.Holders {
 				inc.Detail.Holders[i].Released = how
 			}
@@ -252,7 +252,7 @@ func (w *worker) release(li *liveIncident, policy Policy) {
 		}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
-	w.setState(li, StateReleased)
+	w.setState(li, journal.StateReleased)
 }
 
 // watchExit kicks the worker when a holder exits, so the capture starts at
@@ -294,8 +294,8 @@ func (w *worker) advance(li *liveIncident) {
 		return
 	}
 	switch li.state {
-	case StateReleased, StatePinned, StateFrozen, StateOpen, StateNeedsAction:
-		if li.state != StateReleased && li.state != StateNeedsAction && li.policy != PolicyObserve && li.policy != PolicyResume {
+	case journal.StateReleased, journal.StatePinned, journal.StateFrozen, journal.StateOpen, journal.StateNeedsAction:
+		if li.state != journal.StateReleased && li.state != journal.StateNeedsAction && li.policy != PolicyObserve && li.policy != PolicyResume {
 			return // hold: waits for `agentctl release`
 		}
 		alive := w.aliveHolders(li)
@@ -315,7 +315,7 @@ func (w *worker) advance(li *liveIncident) {
 			return
 		}
 		w.capture(li)
-	case StateCaptured, StateDiverted, StateReplaying:
+	case journal.StateCaptured, journal.StateDiverted, journal.StateReplaying:
 		w.afterCapture(li)
 	}
 }
@@ -336,7 +336,7 @@ func (w *worker) aliveHolders(li *liveIncident) []holders.ProcRef {
 // transition moves the incident and journals the step; a journal failure
 // is logged and the in-memory state still advances, so the protocol goes
 // on and the next successful write catches the journal up.
-func (w *worker) transition(li *liveIncident, to State, step Step) {
+func (w *worker) transition(li *liveIncident, to journal.State, step journal.Step) {
 	if li.state == to {
 		return
 	}
@@ -347,7 +347,7 @@ func (w *worker) transition(li *liveIncident, to State, step Step) {
 }
 
 // setState moves the in-memory state and the incidents gauge together.
-func (w *worker) setState(li *liveIncident, to State) {
+func (w *worker) setState(li *liveIncident, to journal.State) {
 	w.a.opts.Metrics.IncidentState(string(li.kind), string(li.state), -1)
 	w.a.opts.Metrics.IncidentState(string(li.kind), string(to), 1)
 	li.state = to
@@ -362,7 +362,7 @@ func (w *worker) releaseNow(id string, policy Policy) error {
 	if li == nil {
 		return fmt.Errorf("incident %s is not waiting on its holders", id)
 	}
-	if li.state.rank() >= StateCaptured.rank() {
+	if li.state.Rank() >= journal.StateCaptured.Rank() {
 		return fmt.Errorf("incident %s is already %s", id, li.state)
 	}
 	li.policy = policy
@@ -389,7 +389,7 @@ func (w *worker) closeAllPins() {
 }
 
 // finish ends an incident in a terminal state and forgets it.
-func (w *worker) finish(li *liveIncident, to State, step Step) {
+func (w *worker) finish(li *liveIncident, to journal.State, step journal.Step) {
 	w.transition(li, to, step)
 	w.closePins(li)
 	if li.snapshot != "" {
@@ -398,7 +398,7 @@ func (w *worker) finish(li *liveIncident, to State, step Step) {
 	w.mu.Lock()
 	delete(w.live, li.id)
 	w.mu.Unlock()
-	if to == StateFailed {
+	if to == journal.StateFailed {
 		w.log.Error("incident failed", "event", EventIncidentResolved, "incident", li.id, "state", string(to), "reason", step.Detail["error"])
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 func procState(t *testing.T, pid int) byte {
@@ -41,7 +42,7 @@ func TestObservePolicy(t *testing.T) {
 	renamed := time.Now()
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
-	inc := waitIncident(t, a, db, 10*time.Second, StatePinned, StateReleased)
+	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)
 	n := len(w.Acks(t))
 	eventually(t, "the observed writer to go on committing", 10*time.Second, func() bool { return len(w.Acks(t)) > n+20 })
 	if s := procState(t, w.Pid); s == 'T' {
@@ -50,8 +51,8 @@ func TestObservePolicy(t *testing.T) {
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	inc = waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved {
+	inc = waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved {
 		t.Fatalf("incident %s ended %s: %s", inc.ID, inc.State, inc.Detail.Error)
 	}
 	if miss := missingAcks(w.Acks(t), captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
@@ -85,7 +86,7 @@ func TestHoldPolicyAndRelease(t *testing.T) {
 	renameFreshOver(t, db)
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
-	inc := waitIncident(t, a, db, 10*time.Second, StatePinned)
+	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
 	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(t, w.Pid) == 'T' })
 	a.reconcile() // a full reconcile must not release a held incident
 	if err := a.worker(db).do(context.Background(), func() {}); err != nil {
@@ -94,7 +95,7 @@ func TestHoldPolicyAndRelease(t *testing.T) {
 	if s := procState(t, w.Pid); s != 'T' {
 		t.Fatalf("held writer is in state %c after a reconcile", s)
 	}
-	if cur, _ := a.journal.GetIncident(context.Background(), inc.ID); cur.State != StatePinned {
+	if cur, _ := a.journal.GetIncident(context.Background(), inc.ID); cur.State != journal.StatePinned {
 		t.Fatalf("held incident moved to %s", cur.State)
 	}
 
@@ -115,8 +116,8 @@ func TestHoldPolicyAndRelease(t *testing.T) {
 	if !killedBy(w.Cmd.ProcessState, syscall.SIGKILL) {
 		t.Fatalf("writer ended with %v, want SIGKILL", w.Cmd.ProcessState)
 	}
-	inc = waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved {
+	inc = waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved {
 		t.Fatalf("incident ended %s: %s", inc.State, inc.Detail.Error)
 	}
 	if miss := missingAcks(w.Acks(t), captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
@@ -147,21 +148,21 @@ func TestResumeNeverSignalsARecycledPid(t *testing.T) {
 	if err := PrepareStateDir(stateDir); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(context.Background(), stateDir+"/"+JournalFile)
+	j, err := journal.Open(context.Background(), stateDir+"/"+journal.FileName, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inc, err := j.OpenIncident(context.Background(), Incident{Store: db, Profile: "default", Home: home, Kind: KindReplaced,
-		State: StateFrozen, Policy: string(PolicyKill),
-		Detail: IncidentDetail{Holders: []HolderRecord{{PID: sleeper.Process.Pid, StartTicks: 1, Frozen: true}}}})
+	inc, err := j.OpenIncident(context.Background(), journal.Incident{Store: db, Profile: "default", Home: home, Kind: journal.KindReplaced,
+		State: journal.StateFrozen, Policy: string(PolicyKill),
+		Detail: journal.IncidentDetail{Holders: []journal.HolderRecord{{PID: sleeper.Process.Pid, StartTicks: 1, Frozen: true}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
 
 	a := startAgent(t, home, func(o *Options) { o.StateDir = stateDir })
-	got := waitIncident(t, a, db, 10*time.Second, StateFailed, StateResolved)
-	if got.ID != inc.ID || got.State != StateFailed {
+	got := waitIncident(t, a, db, 10*time.Second, journal.StateFailed, journal.StateResolved)
+	if got.ID != inc.ID || got.State != journal.StateFailed {
 		t.Fatalf("incident %s: %s (%s)", got.ID, got.State, got.Detail.Error)
 	}
 	if s := procState(t, sleeper.Process.Pid); s != 'S' && s != 'R' {
@@ -185,7 +186,7 @@ func TestResumedIncidentBeforeFirstCheck(t *testing.T) {
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 		waitHolder(t, a, db, w.Pid)
 		renameFreshOver(t, db)
-		inc := waitIncident(t, a, db, 10*time.Second, StatePinned)
+		inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := a.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -202,7 +203,7 @@ func TestResumedIncidentBeforeFirstCheck(t *testing.T) {
 		if err := a2.worker(db).do(context.Background(), func() {}); err != nil {
 			t.Fatal(err)
 		}
-		incs, err := a2.journal.ListIncidents(context.Background(), ListOptions{Store: db})
+		incs, err := a2.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 		if err != nil || len(incs) != 1 || incs[0].ID != inc.ID {
 			t.Fatalf("round %d: incidents after the restart %+v (%v), want only %s", round, incs, err, inc.ID)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // A restore renames a fresh state.db over the path and removes the
@@ -35,8 +36,8 @@ func TestReplacedIncident(t *testing.T) {
 	})
 	t.Logf("writer stopped %v after the restore", time.Since(start))
 
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved || inc.Kind != KindReplaced {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved || inc.Kind != journal.KindReplaced {
 		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 	}
 	waitExit(t, w, 10*time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // -wal and -shm are unlinked under a live writer, then a second writer
@@ -24,8 +25,8 @@ func TestSidecarLostIncident(t *testing.T) {
 	os.Remove(db + "-shm")
 	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Rate: 300})
 
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.State != StateResolved || inc.Kind != KindSidecarLost {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved || inc.Kind != journal.KindSidecarLost {
 		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 	}
 	waitExit(t, w1, 10*time.Second)
@@ -72,8 +73,8 @@ func TestMispairedIncident(t *testing.T) {
 	oldSHM := inode(t, db+"-shm")
 	renameFreshOver(t, db)
 	renamed := time.Now()
-	inc := waitIncident(t, a, db, 30*time.Second, StateResolved, StateFailed)
-	if inc.Kind != KindMispaired || inc.State != StateResolved {
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.Kind != journal.KindMispaired || inc.State != journal.StateResolved {
 		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 	}
 	if len(inc.Detail.Quarantined) == 0 {

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"fmt"
 	"time"
+
+	"github.com/stateguard/stateguard/journal"
 )
 
 // Policy is how an incident's frozen orphan holders are released
@@ -52,7 +54,7 @@ func DefaultPolicies() PolicySet {
 
 // For returns the policy for kind k; unset entries fall back to the
 // defaults.
-func (s PolicySet) For(k Kind) Policy {
+func (s PolicySet) For(k journal.Kind) Policy {
 	d := DefaultPolicies()
 	pick := func(p, def Policy) Policy {
 		if p == "" {
@@ -61,9 +63,9 @@ func (s PolicySet) For(k Kind) Policy {
 		return p
 	}
 	switch k {
-	case KindReplaced:
+	case journal.KindReplaced:
 		return pick(s.Replaced, d.Replaced)
-	case KindSidecarLost:
+	case journal.KindSidecarLost:
 		return pick(s.SidecarLost, d.SidecarLost)
 	default:
 		return pick(s.Mispaired, d.Mispaired)

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
 
 // replayBackoff retries a busy or failing replay: 1 s doubling to 5 min,
 // giving up after 12 attempts (about half an hour).
-var replayBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, MaxAttempts: 12}
+var replayBackoff = journal.Backoff{Base: time.Second, Max: 5 * time.Minute, MaxAttempts: 12}
 
 // replayLoop runs queued replay jobs once their store has no incident
 // that blocks replay (ClaimNextJob checks). It polls the journal once a
@@ -44,7 +45,7 @@ func (a *Agent) runReplayJobs() {
 
 // runJob replays one job on its store's worker, so the writable
 // connection never overlaps a close of the store's guard or pin fds.
-func (a *Agent) runJob(job Job) {
+func (a *Agent) runJob(job journal.Job) {
 	var rep recovery.ReplayReport
 	var err error
 	run := func() { rep, err = replayJob(a.ctx, job) }
@@ -72,7 +73,7 @@ func (a *Agent) runJob(job Job) {
 		}
 		return
 	}
-	res := JobResult{Appended: rep.Appended, Skipped: rep.AlreadyPresent}
+	res := journal.JobResult{Appended: rep.Appended, Skipped: rep.AlreadyPresent}
 	for _, is := range rep.Issues {
 		if is.Invalid {
 			res.Invalid++
@@ -94,7 +95,7 @@ func (a *Agent) runJob(job Job) {
 // capture's session row, so a session missing from the store is created
 // with its real columns; any other file (Hermes' own, an operator's) is
 // replayed the way `hermes sessions import` does.
-func replayJob(ctx context.Context, job Job) (recovery.ReplayReport, error) {
+func replayJob(ctx context.Context, job journal.Job) (recovery.ReplayReport, error) {
 	opts := recovery.ReplayOptions{SessionID: job.SessionID}
 	if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
 		opts = f.ReplayOptions()
@@ -103,7 +104,7 @@ func replayJob(ctx context.Context, job Job) (recovery.ReplayReport, error) {
 	rep, err := recovery.ReplayFile(ctx, job.Store, job.Path, opts)
 	if err != nil && (errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore)) {
 		// Retrying cannot help: the store needs an operator.
-		return rep, fmt.Errorf("%w: %w", ErrNoRetry, err)
+		return rep, fmt.Errorf("%w: %w", journal.ErrNoRetry, err)
 	}
 	return rep, err
 }

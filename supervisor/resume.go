@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // re-pinned (it is still stopped if it was frozen: SIGSTOP outlives the
 // agent) and released per policy; the orphan of one that is gone died
 // with the previous agent's pins unless it was already captured.
-func (w *worker) resume(inc Incident) {
+func (w *worker) resume(inc journal.Incident) {
 	li := &liveIncident{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, openedAt: inc.OpenedAt,
 		capDir: inc.Detail.CapturePath, replacedAt: inc.Detail.ReplacedAt}
 	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
@@ -41,11 +42,11 @@ func (w *worker) resume(inc Incident) {
 	w.mu.Lock()
 	w.live[li.id] = li
 	w.mu.Unlock()
-	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, Step{Name: StepResumed, Detail: map[string]any{"state": string(inc.State)}}); err != nil {
+	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, journal.Step{Name: journal.StepResumed, Detail: map[string]any{"state": string(inc.State)}}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
 	w.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
-	if li.state.rank() >= StateCaptured.rank() {
+	if li.state.Rank() >= journal.StateCaptured.Rank() {
 		return // advance runs the steps after the capture
 	}
 	sr, err := w.a.cache.Targeted(w.target, pids...)
@@ -67,20 +68,20 @@ func (w *worker) resume(inc Incident) {
 			w.captured(li, li.capDir)
 			return
 		}
-		w.finish(li, StateFailed, Step{Name: StepFailed, Detail: map[string]any{
+		w.finish(li, journal.StateFailed, journal.Step{Name: journal.StepFailed, Detail: map[string]any{
 			"error": "every orphan holder exited while no agent pinned the orphan; nothing left to capture"}})
 		return
 	}
 	w.pinAll(li)
-	if li.kind == KindSidecarLost {
+	if li.kind == journal.KindSidecarLost {
 		if snap := snapshotPath(w.st.Path, li.id); fileExists(snap) {
 			li.snapshot = snap
-		} else if li.state.rank() < StateReleased.rank() {
+		} else if li.state.Rank() < journal.StateReleased.Rank() {
 			w.snapshotMain(li)
 		}
 	}
-	preRelease := li.state.rank() >= 0 && li.state.rank() < StateReleased.rank()
-	if li.state == StateNeedsAction && inc.PrevState.rank() >= 0 && inc.PrevState.rank() < StateReleased.rank() {
+	preRelease := li.state.Rank() >= 0 && li.state.Rank() < journal.StateReleased.Rank()
+	if li.state == journal.StateNeedsAction && inc.PrevState.Rank() >= 0 && inc.PrevState.Rank() < journal.StateReleased.Rank() {
 		// The capture before release was still failing when the agent
 		// stopped: the holders are still frozen; keep them so until it
 		// succeeds (advance retries it), then release.
@@ -91,7 +92,7 @@ func (w *worker) resume(inc Incident) {
 	}
 	switch {
 	case preRelease:
-		if li.kind == KindMispaired && inc.Detail.Quarantined == nil {
+		if li.kind == journal.KindMispaired && inc.Detail.Quarantined == nil {
 			w.quarantine(li)
 		}
 		if li.policy != PolicyHold {

@@ -12,9 +12,8 @@ import (
 
 // Names of the files agentd keeps in its state directory.
 const (
-	JournalFile = "journal.db"
-	LockFile    = "agent.lock"
-	SocketFile  = "agent.sock"
+	LockFile   = "agent.lock"
+	SocketFile = "agent.sock"
 )
 
 // DefaultStateDir is where agentd keeps its journal and lock:

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -95,13 +95,13 @@ type GuardStatus struct {
 
 // IncidentSummary is an incident in the status table.
 type IncidentSummary struct {
-	ID       string    `json:"id"`
-	Kind     Kind      `json:"kind"`
-	State    State     `json:"state"`
-	Policy   string    `json:"policy"`
-	OpenedAt time.Time `json:"opened_at"`
-	Capture  string    `json:"capture,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	ID       string        `json:"id"`
+	Kind     journal.Kind  `json:"kind"`
+	State    journal.State `json:"state"`
+	Policy   string        `json:"policy"`
+	OpenedAt time.Time     `json:"opened_at"`
+	Capture  string        `json:"capture,omitempty"`
+	Error    string        `json:"error,omitempty"`
 }
 
 // ProblemStatus is a discovery problem (a symlinked state.db, ...).
@@ -185,14 +185,14 @@ func generationStatus(g store.Generation) GenerationStatus {
 }
 
 // generationRecord is a generation as the journal keeps it.
-func generationRecord(g store.Generation) *GenerationRecord {
-	fr := func(f fileid.State) FileRecord {
+func generationRecord(g store.Generation) *journal.GenerationRecord {
+	fr := func(f fileid.State) journal.FileRecord {
 		if !f.Exists {
-			return FileRecord{}
+			return journal.FileRecord{}
 		}
-		return FileRecord{Dev: f.ID.Dev, Ino: f.ID.Ino, Size: f.Size}
+		return journal.FileRecord{ID: f.ID, Size: f.Size}
 	}
-	r := &GenerationRecord{Main: fr(g.Main), WAL: fr(g.WAL), SHM: fr(g.SHM)}
+	r := &journal.GenerationRecord{Main: fr(g.Main), WAL: fr(g.WAL), SHM: fr(g.SHM)}
 	if h := g.WALHeader; h != nil {
 		r.Salt1, r.Salt2 = h.Salt1, h.Salt2
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
-
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
@@ -33,7 +33,7 @@ type worker struct {
 	guard   workerGuard // guard.go
 	// resumes are the store's incidents a previous agent left
 	// unfinished: resumed before the worker's first check.
-	resumes []Incident
+	resumes []journal.Incident
 
 	mu   sync.Mutex // guards live for readers outside the worker
 	live map[string]*liveIncident
@@ -221,7 +221,7 @@ func (w *worker) check(at time.Time) {
 			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
 		}
 	}
-	var oldRec *GenerationRecord
+	var oldRec *journal.GenerationRecord
 	if hadGen {
 		oldRec = generationRecord(old)
 	}
@@ -339,21 +339,21 @@ func fileOf(g store.Generation, r holders.Role) fileid.State {
 
 // guessKind classifies one cached holder against a generation, for the
 // fast path's policy look-up only.
-func guessKind(p *holders.Process, g store.Generation) Kind {
+func guessKind(p *holders.Process, g store.Generation) journal.Kind {
 	for _, f := range p.Files {
 		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID != f.ID) {
-			return KindReplaced
+			return journal.KindReplaced
 		}
 	}
-	return KindSidecarLost
+	return journal.KindSidecarLost
 }
 
 // classify names the incident from the fresh scan's orphan holders: the
 // main replaced with the old sidecars still at the path is mispaired,
 // main replaced otherwise is replaced, and orphaned sidecars under the
 // same main are sidecar_lost.
-func classify(orphans []holders.Process) Kind {
-	kind := KindSidecarLost
+func classify(orphans []holders.Process) journal.Kind {
+	kind := journal.KindSidecarLost
 	for _, p := range orphans {
 		mainGone, sidecarCurrent := false, false
 		for _, f := range p.Files {
@@ -365,10 +365,10 @@ func classify(orphans []holders.Process) Kind {
 			}
 		}
 		if mainGone && sidecarCurrent {
-			return KindMispaired
+			return journal.KindMispaired
 		}
 		if mainGone {
-			kind = KindReplaced
+			kind = journal.KindReplaced
 		}
 	}
 	return kind

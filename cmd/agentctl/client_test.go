@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -81,7 +82,7 @@ func TestVerbsWithoutDaemon(t *testing.T) {
 	}
 	// A database that is not a journal is refused, not read or changed.
 	bogus := t.TempDir()
-	os.WriteFile(filepath.Join(bogus, supervisor.JournalFile), []byte("not sqlite at all, just text padding it out......................................................................"), 0o600)
+	os.WriteFile(filepath.Join(bogus, journal.FileName), []byte("not sqlite at all, just text padding it out......................................................................"), 0o600)
 	r := ctl(t, vars, "incidents", "--state-dir", bogus)
 	if r.code != exitError || !strings.Contains(r.stderr, "daemon not running") {
 		t.Errorf("bogus journal: exit %d %q", r.code, r.stderr)

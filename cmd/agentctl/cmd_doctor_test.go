@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -254,9 +255,9 @@ func TestDoctorHidepid(t *testing.T) {
 
 // stateJournal opens the fixture's journal with the supervisor's API, as
 // agentd would.
-func stateJournal(t *testing.T, f *doctorFixture) *supervisor.Journal {
+func stateJournal(t *testing.T, f *doctorFixture) *journal.Journal {
 	t.Helper()
-	j, err := supervisor.OpenJournal(context.Background(), filepath.Join(f.stateDir, supervisor.JournalFile))
+	j, err := journal.Open(context.Background(), filepath.Join(f.stateDir, journal.FileName), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,14 +273,14 @@ func TestDoctorFailingReplayJobs(t *testing.T) {
 	expectStatus(t, f.run(t), "replay jobs", statusOK, "no replay job failing")
 
 	// A job that gave up for good.
-	job, err := j.EnqueueJob(ctx, supervisor.Job{Store: db, Path: filepath.Join(f.base, "a.jsonl")})
+	job, err := j.EnqueueJob(ctx, journal.Job{Store: db, Path: filepath.Join(f.base, "a.jsonl")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := j.ClaimNextJob(ctx, time.Now()); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	if _, err := j.FailJob(ctx, job.ID, time.Now(), fmt.Errorf("store refuses it: %w", supervisor.ErrNoRetry), supervisor.Backoff{}); err != nil {
+	if _, err := j.FailJob(ctx, job.ID, time.Now(), fmt.Errorf("store refuses it: %w", journal.ErrNoRetry), journal.Backoff{}); err != nil {
 		t.Fatal(err)
 	}
 	got := f.run(t)
@@ -288,7 +289,7 @@ func TestDoctorFailingReplayJobs(t *testing.T) {
 
 	// A stale one: still queued, but retried more than maxHealthyAttempts
 	// times. Both are listed.
-	stale, err := j.EnqueueJob(ctx, supervisor.Job{Store: db, Path: filepath.Join(f.base, "b.jsonl")})
+	stale, err := j.EnqueueJob(ctx, journal.Job{Store: db, Path: filepath.Join(f.base, "b.jsonl")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestDoctorFailingReplayJobs(t *testing.T) {
 		if err != nil || !ok || c.ID != stale.ID {
 			t.Fatalf("claim %d: %+v %v %v", i, c, ok, err)
 		}
-		if _, err := j.FailJob(ctx, stale.ID, now, errors.New("database is locked"), supervisor.Backoff{Base: time.Millisecond}); err != nil {
+		if _, err := j.FailJob(ctx, stale.ID, now, errors.New("database is locked"), journal.Backoff{Base: time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,9 +310,9 @@ func TestDoctorFailingReplayJobs(t *testing.T) {
 		t.Error("failing replay jobs do not need action")
 	}
 	// The doctor never writes the journal: its file is unchanged.
-	before, _ := os.Stat(filepath.Join(f.stateDir, supervisor.JournalFile))
+	before, _ := os.Stat(filepath.Join(f.stateDir, journal.FileName))
 	f.run(t)
-	after, _ := os.Stat(filepath.Join(f.stateDir, supervisor.JournalFile))
+	after, _ := os.Stat(filepath.Join(f.stateDir, journal.FileName))
 	if !before.ModTime().Equal(after.ModTime()) || before.Size() != after.Size() {
 		t.Error("doctor changed the journal")
 	}
@@ -330,12 +331,12 @@ func TestDoctorCapturesWaiting(t *testing.T) {
 		}
 	}
 	j := stateJournal(t, f)
-	inc, err := j.OpenIncident(ctx, supervisor.Incident{Store: db, Kind: supervisor.KindReplaced,
-		Detail: supervisor.IncidentDetail{CapturePath: done}})
+	inc, err := j.OpenIncident(ctx, journal.Incident{Store: db, Kind: journal.KindReplaced,
+		Detail: journal.IncidentDetail{CapturePath: done}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Transition(ctx, inc.ID, supervisor.StateResolved, supervisor.Step{Name: "resolved"}); err != nil {
+	if err := j.Transition(ctx, inc.ID, journal.StateResolved, journal.Step{Name: "resolved"}); err != nil {
 		t.Fatal(err)
 	}
 	got := f.run(t)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -58,7 +59,7 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 	id := pos[0]
 	var view supervisor.IncidentView
 	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/incidents/"+url.PathEscape(id), &view)
-	var from *supervisor.Journal
+	var from *journal.Journal
 	if errors.Is(err, errDaemonNotRunning) {
 		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
 			defer from.Close()
@@ -66,7 +67,7 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 			if err == nil {
 				view.Steps, err = from.Steps(ctx, id)
 			}
-			if errors.Is(err, supervisor.ErrIncidentNotFound) {
+			if errors.Is(err, journal.ErrIncidentNotFound) {
 				err = fmt.Errorf("no incident %s in %s (hint: agentctl incidents --all lists them)", id, from.Path())
 			}
 		}
@@ -76,7 +77,7 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	if view.Steps == nil {
-		view.Steps = []supervisor.Step{}
+		view.Steps = []journal.Step{}
 	}
 	if *asJSON {
 		if from != nil {
@@ -179,8 +180,8 @@ func printIncident(w io.Writer, v supervisor.IncidentView) {
 	t.write(w)
 }
 
-func generationRecordText(g *supervisor.GenerationRecord) string {
-	file := func(role string, f supervisor.FileRecord) string {
+func generationRecordText(g *journal.GenerationRecord) string {
+	file := func(role string, f journal.FileRecord) string {
 		if f.Ino == 0 {
 			return role + " absent"
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -33,14 +34,14 @@ func (d *daemonFlags) register(fs *flag.FlagSet) {
 }
 
 // journalLabel heads what was read from the journal instead of agentd.
-func journalLabel(j *supervisor.Journal) string {
+func journalLabel(j *journal.Journal) string {
 	return fmt.Sprintf("from the journal %s, daemon not running", j.Path())
 }
 
 // openJournal opens agentd's journal read-only, for when agentd does not
 // answer. Its error says both that the daemon is down and why the
 // journal could not stand in.
-func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string, down error) (*supervisor.Journal, error) {
+func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string, down error) (*journal.Journal, error) {
 	dir := d.stateDir
 	if dir == "" {
 		dir = supervisor.DefaultStateDir(getenv, os.Geteuid())
@@ -48,8 +49,8 @@ func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string
 	if dir == "" {
 		return nil, fmt.Errorf("%w; no state directory to read the journal from (pass --state-dir)", down)
 	}
-	j, err := supervisor.OpenJournalReadOnly(ctx, filepath.Join(dir, supervisor.JournalFile))
-	if errors.Is(err, supervisor.ErrNoJournal) {
+	j, err := journal.OpenReadOnly(ctx, filepath.Join(dir, journal.FileName))
+	if errors.Is(err, journal.ErrMissing) {
 		return nil, fmt.Errorf("%w; no journal in %s either (hint: start agentd, or pass its --state-dir)", down, dir)
 	}
 	if err != nil {
@@ -81,13 +82,13 @@ func runIncidents(ctx context.Context, e *env, args []string) int {
 	if *all {
 		path += "?all=1"
 	}
-	var incs []supervisor.Incident
+	var incs []journal.Incident
 	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, path, &incs)
-	var from *supervisor.Journal
+	var from *journal.Journal
 	if errors.Is(err, errDaemonNotRunning) {
 		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
 			defer from.Close()
-			incs, err = from.ListIncidents(ctx, supervisor.ListOptions{OpenOnly: !*all})
+			incs, err = from.ListIncidents(ctx, journal.ListOptions{OpenOnly: !*all})
 		}
 	}
 	if err != nil {
@@ -95,7 +96,7 @@ func runIncidents(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	if incs == nil {
-		incs = []supervisor.Incident{}
+		incs = []journal.Incident{}
 	}
 	if *asJSON {
 		if from != nil {

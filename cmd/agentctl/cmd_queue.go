@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/journal"
 )
 
 func init() {
@@ -36,13 +36,13 @@ func runQueue(ctx context.Context, e *env, args []string) int {
 	if _, code, ok := parseOrUsage(e, fs, args, 0, queueUsage); !ok {
 		return code
 	}
-	var jobs []supervisor.Job
+	var jobs []journal.Job
 	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/jobs", &jobs)
-	var from *supervisor.Journal
+	var from *journal.Journal
 	if errors.Is(err, errDaemonNotRunning) {
 		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
 			defer from.Close()
-			jobs, err = from.ListJobs(ctx, supervisor.JobFilter{})
+			jobs, err = from.ListJobs(ctx, journal.JobFilter{})
 		}
 	}
 	if err != nil {
@@ -50,7 +50,7 @@ func runQueue(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	if jobs == nil {
-		jobs = []supervisor.Job{}
+		jobs = []journal.Job{}
 	}
 	if *asJSON {
 		if from != nil {
@@ -78,19 +78,19 @@ func runQueue(ctx context.Context, e *env, args []string) int {
 }
 
 // jobNote is what an operator wants to know next about a job.
-func jobNote(j supervisor.Job) string {
+func jobNote(j journal.Job) string {
 	switch {
-	case j.State == supervisor.JobDone && j.Result != nil:
+	case j.State == journal.JobDone && j.Result != nil:
 		n := fmt.Sprintf("appended %d, already present %d", j.Result.Appended, j.Result.Skipped)
 		if j.Result.Invalid > 0 {
 			n += fmt.Sprintf(", %d invalid lines", j.Result.Invalid)
 		}
 		return n
-	case j.State == supervisor.JobFailed:
+	case j.State == journal.JobFailed:
 		return "gave up: " + j.LastError
-	case j.State == supervisor.JobQueued && j.LastError != "":
+	case j.State == journal.JobQueued && j.LastError != "":
 		return "retry at " + stamp(j.NextAttemptAt) + ": " + j.LastError
-	case j.State == supervisor.JobQueued:
+	case j.State == journal.JobQueued:
 		return "store " + j.Store
 	}
 	return ""

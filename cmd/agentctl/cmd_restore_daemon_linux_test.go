@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -138,7 +139,7 @@ func settled(t *testing.T, m *supervisor.Metrics, since time.Time) {
 
 func noIncidents(t *testing.T, a *supervisor.Agent) {
 	t.Helper()
-	incs, err := a.Journal().ListIncidents(context.Background(), supervisor.ListOptions{})
+	incs, err := a.Journal().ListIncidents(context.Background(), journal.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +241,10 @@ func TestRestoreDaemonRefusesDuringIncident(t *testing.T) {
 		return p != nil && len(heldRoles(p)) == 3
 	})
 	renameFreshOver(t, f.db)
-	var inc supervisor.Incident
+	var inc journal.Incident
 	eventually(t, "a held incident", 15*time.Second, func() bool {
 		incs := incidentsJSON(t, vars)
-		if len(incs) == 1 && incs[0].State == supervisor.StatePinned {
+		if len(incs) == 1 && incs[0].State == journal.StatePinned {
 			inc = incs[0]
 			return true
 		}

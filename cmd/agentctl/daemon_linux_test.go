@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -93,13 +94,13 @@ func procState(pid int) byte {
 	return b[i+2]
 }
 
-func incidentsJSON(t *testing.T, vars map[string]string, args ...string) []supervisor.Incident {
+func incidentsJSON(t *testing.T, vars map[string]string, args ...string) []journal.Incident {
 	t.Helper()
 	r := ctl(t, vars, append([]string{"incidents", "--json"}, args...)...)
 	if r.code != exitOK {
 		t.Fatalf("incidents: exit %d: %s", r.code, r.stderr)
 	}
-	var incs []supervisor.Incident
+	var incs []journal.Incident
 	if err := json.Unmarshal([]byte(r.stdout), &incs); err != nil {
 		t.Fatalf("incidents --json: %v\n%s", err, r.stdout)
 	}
@@ -141,16 +142,16 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	}
 
 	renameFreshOver(t, db)
-	var inc supervisor.Incident
+	var inc journal.Incident
 	eventually(t, "a pinned incident", 15*time.Second, func() bool {
 		incs := incidentsJSON(t, vars)
-		if len(incs) == 1 && incs[0].State == supervisor.StatePinned {
+		if len(incs) == 1 && incs[0].State == journal.StatePinned {
 			inc = incs[0]
 			return true
 		}
 		return false
 	})
-	if inc.Kind != supervisor.KindReplaced || inc.Policy != string(supervisor.PolicyHold) || inc.Store != db {
+	if inc.Kind != journal.KindReplaced || inc.Policy != string(supervisor.PolicyHold) || inc.Store != db {
 		t.Fatalf("incident %+v", inc)
 	}
 	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(w.Pid) == 'T' })
@@ -203,7 +204,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 		incs := incidentsJSON(t, vars, "--all")
 		return len(incs) == 1 && incs[0].State.Terminal()
 	})
-	if incs := incidentsJSON(t, vars, "--all"); incs[0].State != supervisor.StateResolved {
+	if incs := incidentsJSON(t, vars, "--all"); incs[0].State != journal.StateResolved {
 		t.Fatalf("incident ended %s: %s", incs[0].State, incs[0].Detail.Error)
 	}
 	if incs := incidentsJSON(t, vars); len(incs) != 0 {
@@ -213,7 +214,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 		t.Errorf("release of a resolved incident: exit %d %q", r.code, r.stderr)
 	}
 	r = ctl(t, vars, "queue", "--json")
-	var jobs []supervisor.Job
+	var jobs []journal.Job
 	if err := json.Unmarshal([]byte(r.stdout), &jobs); r.code != exitOK || err != nil {
 		t.Errorf("queue --json: exit %d %v %q", r.code, err, r.stdout)
 	}
@@ -227,7 +228,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	}
 	r = ctl(t, vars, "incident", "show", inc.ID, "--state-dir", stateDir, "--json")
 	view = supervisor.IncidentView{}
-	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.State != supervisor.StateResolved ||
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.State != journal.StateResolved ||
 		!strings.Contains(r.stderr, "from the journal") {
 		t.Errorf("incident show from the journal: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}

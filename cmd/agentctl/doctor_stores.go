@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // checkStores looks at every store's files and directory the way agentd
@@ -104,10 +104,10 @@ type journalFacts struct {
 	path    string
 	missing bool
 	err     error
-	failing []supervisor.Job
+	failing []journal.Job
 	// handled are the capture paths of resolved incidents.
 	handled map[string]bool
-	pauses  []supervisor.GuardPause
+	pauses  []journal.GuardPause
 }
 
 // Jobs retried more often than this count as failing even while queued.
@@ -116,13 +116,13 @@ const maxHealthyAttempts = 3
 // readJournal reads <stateDir>/journal.db through the journal's read-only
 // open, which never creates, migrates or writes it (a diagnostic must not).
 func readJournal(ctx context.Context, stateDir string, now time.Time) journalFacts {
-	jf := journalFacts{path: filepath.Join(stateDir, supervisor.JournalFile), handled: map[string]bool{}}
+	jf := journalFacts{path: filepath.Join(stateDir, journal.FileName), handled: map[string]bool{}}
 	if stateDir == "" {
 		jf.missing = true
 		return jf
 	}
-	j, err := supervisor.OpenJournalReadOnly(ctx, jf.path)
-	if errors.Is(err, supervisor.ErrNoJournal) {
+	j, err := journal.OpenReadOnly(ctx, jf.path)
+	if errors.Is(err, journal.ErrMissing) {
 		jf.missing = true
 		return jf
 	}
@@ -131,21 +131,21 @@ func readJournal(ctx context.Context, stateDir string, now time.Time) journalFac
 		return jf
 	}
 	defer j.Close()
-	jobs, err := j.ListJobs(ctx, supervisor.JobFilter{})
+	jobs, err := j.ListJobs(ctx, journal.JobFilter{})
 	if err != nil {
 		jf.err = errors.Join(jf.err, fmt.Errorf("read replay jobs from %s: %w", jf.path, err))
 	}
 	for _, job := range jobs {
-		if job.State == supervisor.JobFailed || (job.State != supervisor.JobDone && job.Attempts > maxHealthyAttempts) {
+		if job.State == journal.JobFailed || (job.State != journal.JobDone && job.Attempts > maxHealthyAttempts) {
 			jf.failing = append(jf.failing, job)
 		}
 	}
-	incs, err := j.ListIncidents(ctx, supervisor.ListOptions{})
+	incs, err := j.ListIncidents(ctx, journal.ListOptions{})
 	if err != nil {
 		jf.err = errors.Join(jf.err, fmt.Errorf("read incidents from %s: %w", jf.path, err))
 	}
 	for _, inc := range incs {
-		if inc.State == supervisor.StateResolved && inc.Detail.CapturePath != "" {
+		if inc.State == journal.StateResolved && inc.Detail.CapturePath != "" {
 			jf.handled[filepath.Clean(inc.Detail.CapturePath)] = true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 
+	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -15,7 +16,7 @@ func init() { queueReplay = queueWithDaemon }
 // queued=false and the caller replays in this process.
 func queueWithDaemon(ctx context.Context, req replayRequest) (bool, error) {
 	c := newClient(socketPath("", os.Getenv))
-	var job supervisor.Job
+	var job journal.Job
 	err := c.post(ctx, "/v1/jobs", supervisor.JobRequest{Path: req.Path, Store: req.Store, SessionID: req.SessionID}, &job)
 	if errors.Is(err, errDaemonNotRunning) {
 		return false, nil

@@ -30,9 +30,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stateguard/stateguard/internal/hermestest"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 type options struct {

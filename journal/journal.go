@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -35,22 +35,26 @@ type Journal struct {
 	now func() time.Time
 }
 
-// journalAppID is PRAGMA application_id of a journal ("SGJ1"), so the agent
+// FileName is the journal's name in agentd's state directory.
+const FileName = "journal.db"
+
+// applicationID is PRAGMA application_id of a journal ("SGJ1"), so the agent
 // never migrates someone else's database that happens to sit at the path.
-const journalAppID = 0x53474a31
+const applicationID = 0x53474a31
 
-// ErrJournalTooNew is returned by OpenJournal for a journal written by a
+// ErrTooNew is returned by Open for a journal written by a
 // newer stateguard (a schema version this build does not know).
-var ErrJournalTooNew = errors.New("journal schema is newer than this agent")
+var ErrTooNew = errors.New("journal schema is newer than this agent")
 
-// OpenJournal opens the journal at path, creating it (mode 0600) and
-// applying schema migrations as needed. It refuses a file that is not a
-// stateguard journal and a journal from a newer version.
-func OpenJournal(ctx context.Context, path string) (*Journal, error) {
+// Open opens the journal at path, creating it (mode 0600) and
+// applying schema migrations as needed (logged to log; nil logs nothing).
+// It refuses a file that is not a stateguard journal and a journal from a
+// newer version.
+func Open(ctx context.Context, path string, log *slog.Logger) (*Journal, error) {
 	if err := createJournalFile(path); err != nil {
 		return nil, err
 	}
-	c, err := sqlite.NewConnector(journalDSN(path))
+	c, err := sqlite.NewConnector(dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
@@ -61,7 +65,7 @@ func OpenJournal(ctx context.Context, path string) (*Journal, error) {
 	j := &Journal{
 		path: path,
 		db:   db,
-		log:  slog.Default().With("subsystem", "journal"),
+		log:  subsystemLogger(log),
 		now:  time.Now,
 	}
 	if err := j.migrate(ctx); err != nil {
@@ -69,6 +73,13 @@ func OpenJournal(ctx context.Context, path string) (*Journal, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+func subsystemLogger(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log.With("subsystem", "journal")
 }
 
 // Path is the journal database's path.
@@ -135,7 +146,7 @@ func (j *Journal) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-func journalDSN(path string) string {
+func dsn(path string) string {
 	// A file: URI, so SQLite (not the driver) parses it; escape what a URI
 	// would misread in a path.
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)

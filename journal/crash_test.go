@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ func TestJournalCrashHelper(t *testing.T) {
 		t.Skip("helper process for TestJournalCrashSafety")
 	}
 	ctx := context.Background()
-	j, err := OpenJournal(ctx, path)
+	j, err := Open(ctx, path, nil)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -128,7 +128,7 @@ func TestJournalCrashSafety(t *testing.T) {
 			t.Fatalf("round %d: helper ended with %v, not killed after %d acks", round, err, n)
 		}
 
-		j, err := OpenJournal(ctx, path)
+		j, err := Open(ctx, path, nil)
 		if err != nil {
 			t.Fatalf("round %d: reopen after kill -9: %v", round, err)
 		}

@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // Incident is the journal's record of one orphaned generation.
@@ -58,11 +60,10 @@ type GenerationRecord struct {
 	Salt2 uint32     `json:"salt2,omitempty"`
 }
 
-// FileRecord is one file's identity.
+// FileRecord is one file's identity (dev, ino) and size.
 type FileRecord struct {
-	Dev  uint64 `json:"dev"`
-	Ino  uint64 `json:"ino"`
-	Size int64  `json:"size,omitempty"`
+	fileid.ID
+	Size int64 `json:"size,omitempty"`
 }
 
 // HolderRecord is one orphan holder as journaled. StartTicks is the
@@ -82,8 +83,7 @@ type HolderFile struct {
 	Role string `json:"role"` // main, wal or shm
 	FD   int    `json:"fd"`   // -1 when only mapped
 	Mmap bool   `json:"mmap,omitempty"`
-	Dev  uint64 `json:"dev"`
-	Ino  uint64 `json:"ino"`
+	fileid.ID
 }
 
 // Step is one journaled event of an incident. From and To are set when the

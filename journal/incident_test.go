@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 func TestIncidentLifecycle(t *testing.T) {
@@ -18,7 +20,7 @@ func TestIncidentLifecycle(t *testing.T) {
 	inc, err := j.OpenIncident(ctx, Incident{
 		Store: "/home/u/.hermes/state.db", Profile: "default", Home: "/home/u/.hermes",
 		Kind: KindReplaced, Policy: "terminate",
-		Detail: IncidentDetail{Holders: []HolderRecord{{PID: 4242, StartTicks: 99, Files: []HolderFile{{Role: "wal", FD: 0, Dev: 1, Ino: 2}}}}},
+		Detail: IncidentDetail{Holders: []HolderRecord{{PID: 4242, StartTicks: 99, Files: []HolderFile{{Role: "wal", FD: 0, ID: fileid.ID{Dev: 1, Ino: 2}}}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func TestUpdateIncident(t *testing.T) {
 		i.State = StateCaptured
 		i.Detail.CapturePath = "/h/state.db.retired-wal-x-1"
 		i.Detail.ReplacedAt = replaced
-		i.Detail.NewGeneration = &GenerationRecord{Main: FileRecord{Dev: 1, Ino: 1 << 60}}
+		i.Detail.NewGeneration = &GenerationRecord{Main: FileRecord{ID: fileid.ID{Dev: 1, Ino: 1 << 60}}}
 		i.Store = "/elsewhere" // ignored
 		return nil
 	})

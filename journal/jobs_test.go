@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestClaimExclusiveUnderConcurrentClaimers(t *testing.T) {
 	ctx := context.Background()
 	j, path := openTestJournal(t)
-	j2, err := OpenJournal(ctx, path)
+	j2, err := Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestRequeueRunningAfterRestart(t *testing.T) {
 	}
 	j.Close() // the agent stops with a still running
 
-	j2, err := OpenJournal(ctx, path)
+	j2, err := Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

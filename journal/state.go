@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"errors"
@@ -62,8 +62,8 @@ func States() []State {
 	return append(append([]State(nil), mainLine...), StateFailed, StateNeedsAction)
 }
 
-// rank is s's position on the main line, or -1 when it is off it.
-func (s State) rank() int {
+// Rank is s's position on the main line, or -1 when it is off it.
+func (s State) Rank() int {
 	for i, m := range mainLine {
 		if s == m {
 			return i
@@ -74,7 +74,7 @@ func (s State) rank() int {
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
-	return s.rank() >= 0 || s == StateFailed || s == StateNeedsAction
+	return s.Rank() >= 0 || s == StateFailed || s == StateNeedsAction
 }
 
 // Terminal reports whether no transition leaves s.
@@ -106,9 +106,9 @@ func (s State) CanTransition(to State) bool {
 	case to == StateFailed || to == StateNeedsAction:
 		return true
 	case s == StateNeedsAction:
-		return to.rank() >= 0
+		return to.Rank() >= 0
 	default:
-		return to.rank() > s.rank()
+		return to.Rank() > s.Rank()
 	}
 }
 
@@ -118,8 +118,8 @@ var ErrInvalidTransition = errors.New("invalid incident transition")
 // checkTransition applies CanTransition and the needs_action rule.
 func checkTransition(inc *Incident, to State) error {
 	ok := inc.State.CanTransition(to)
-	if ok && inc.State == StateNeedsAction && to.rank() >= 0 &&
-		inc.PrevState.rank() >= 0 && to.rank() < inc.PrevState.rank() {
+	if ok && inc.State == StateNeedsAction && to.Rank() >= 0 &&
+		inc.PrevState.Rank() >= 0 && to.Rank() < inc.PrevState.Rank() {
 		ok = false
 	}
 	if !ok {

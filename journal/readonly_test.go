@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestOpenJournalReadOnly(t *testing.T) {
 		before[s], _ = os.ReadFile(path + s)
 	}
 
-	ro, err := OpenJournalReadOnly(ctx, path)
+	ro, err := OpenReadOnly(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +60,15 @@ func TestOpenJournalReadOnly(t *testing.T) {
 func TestOpenJournalReadOnlyRefuses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if _, err := OpenJournalReadOnly(ctx, filepath.Join(dir, JournalFile)); !errors.Is(err, ErrNoJournal) {
-		t.Errorf("missing journal: %v, want ErrNoJournal", err)
+	if _, err := OpenReadOnly(ctx, filepath.Join(dir, FileName)); !errors.Is(err, ErrMissing) {
+		t.Errorf("missing journal: %v, want ErrMissing", err)
 	}
 	_, path := openTestJournal(t)
 	link := filepath.Join(dir, "link.db")
 	if err := os.Symlink(path, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJournalReadOnly(ctx, link); err == nil {
+	if _, err := OpenReadOnly(ctx, link); err == nil {
 		t.Error("a symlinked journal was opened")
 	}
 	other := filepath.Join(dir, "other.db")
@@ -76,13 +76,13 @@ func TestOpenJournalReadOnlyRefuses(t *testing.T) {
 	if _, err := db.Exec("CREATE TABLE t(x)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJournalReadOnly(ctx, other); err == nil {
+	if _, err := OpenReadOnly(ctx, other); err == nil {
 		t.Error("a database that is not a journal was opened")
 	}
 	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 999"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJournalReadOnly(ctx, path); !errors.Is(err, ErrJournalTooNew) {
-		t.Errorf("newer journal: %v, want ErrJournalTooNew", err)
+	if _, err := OpenReadOnly(ctx, path); !errors.Is(err, ErrTooNew) {
+		t.Errorf("newer journal: %v, want ErrTooNew", err)
 	}
 }

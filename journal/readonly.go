@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -6,28 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 )
 
-// ErrNoJournal is returned by OpenJournalReadOnly when no journal exists at
+// ErrMissing is returned by OpenReadOnly when no journal exists at
 // the path: no agent ever ran with that state directory.
-var ErrNoJournal = errors.New("no journal")
+var ErrMissing = errors.New("no journal")
 
-// OpenJournalReadOnly opens an existing journal for reading only, so
+// OpenReadOnly opens an existing journal for reading only, so
 // agentctl can list incidents and replay jobs while no agent runs. It never
 // creates, migrates or writes the journal (mode=ro): a reader must not
 // change what the next agent resumes from. It refuses a symlink, a
 // database that is not a stateguard journal, and a schema newer than this
 // build. Only the read methods (GetIncident, ListIncidents, Steps,
 // ListJobs, GetJob, SchemaVersion) may be used on the result.
-func OpenJournalReadOnly(ctx context.Context, path string) (*Journal, error) {
+func OpenReadOnly(ctx context.Context, path string) (*Journal, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w at %s (hint: the agent creates it on its first start; pass the agent's --state-dir)", ErrNoJournal, path)
+		return nil, fmt.Errorf("%w at %s (hint: the agent creates it on its first start; pass the agent's --state-dir)", ErrMissing, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
@@ -44,7 +43,7 @@ func OpenJournalReadOnly(ctx context.Context, path string) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s read-only: %w", path, err)
 	}
 	db.SetMaxOpenConns(2)
-	j := &Journal{path: path, db: db, log: slog.Default().With("subsystem", "journal"), now: time.Now}
+	j := &Journal{path: path, db: db, log: subsystemLogger(nil), now: time.Now}
 	fail := func(err error) (*Journal, error) {
 		db.Close()
 		return nil, err
@@ -53,7 +52,7 @@ func OpenJournalReadOnly(ctx context.Context, path string) (*Journal, error) {
 	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
 		return fail(fmt.Errorf("open journal %s read-only: %w", path, err))
 	}
-	if appID != journalAppID {
+	if appID != applicationID {
 		return fail(fmt.Errorf("%s is not a stateguard journal (application_id %#x)", path, appID))
 	}
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
@@ -65,7 +64,7 @@ func OpenJournalReadOnly(ctx context.Context, path string) (*Journal, error) {
 	}
 	if version > len(ms) {
 		return fail(fmt.Errorf("journal %s: %w: schema version %d, this build knows up to %d; use the newer agentctl",
-			path, ErrJournalTooNew, version, len(ms)))
+			path, ErrTooNew, version, len(ms)))
 	}
 	if version < len(ms) {
 		// The tables this build queries may not exist yet; the agent

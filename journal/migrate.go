@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -67,11 +67,11 @@ func (j *Journal) migrate(ctx context.Context) error {
 	if err := j.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&objects); err != nil {
 		return fmt.Errorf("open journal %s: %w", j.path, err)
 	}
-	if appID != journalAppID && (appID != 0 || objects > 0) {
+	if appID != applicationID && (appID != 0 || objects > 0) {
 		return fmt.Errorf("%s is a SQLite database but not a stateguard journal (application_id %#x): refusing to touch it; point the agent at its own state directory", j.path, appID)
 	}
 	if version > len(ms) {
-		return fmt.Errorf("journal %s: %w: it is at schema version %d and this agent knows up to %d; run the newer stateguard, or move the journal aside to start a fresh one", j.path, ErrJournalTooNew, version, len(ms))
+		return fmt.Errorf("journal %s: %w: it is at schema version %d and this agent knows up to %d; run the newer stateguard, or move the journal aside to start a fresh one", j.path, ErrTooNew, version, len(ms))
 	}
 	for _, m := range ms[version:] {
 		applied, err := j.applyMigration(ctx, m)
@@ -100,7 +100,7 @@ func (j *Journal) applyMigration(ctx context.Context, m migration) (applied bool
 			return err
 		}
 		if m.version == 1 {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", journalAppID)); err != nil {
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 func openTestJournal(t *testing.T) (*Journal, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
-	if err := PrepareStateDir(dir); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, JournalFile)
-	j, err := OpenJournal(context.Background(), path)
+	path := filepath.Join(dir, FileName)
+	j, err := Open(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestJournalMigratesFromEmpty(t *testing.T) {
 	if err := j.db.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
 		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, len(ms))
 	}
-	if err := j.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil || appID != journalAppID {
+	if err := j.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil || appID != appID {
 		t.Errorf("application_id %#x (%v)", appID, err)
 	}
 	if err := j.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
@@ -127,7 +127,7 @@ func TestJournalReopenKeepsData(t *testing.T) {
 	}
 	j.Close()
 
-	j2, err := OpenJournal(ctx, path)
+	j2, err := Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +168,9 @@ func TestJournalRefusesNewerSchema(t *testing.T) {
 	}
 	db.Close()
 
-	_, err := OpenJournal(ctx, path)
-	if !errors.Is(err, ErrJournalTooNew) {
-		t.Fatalf("OpenJournal on a version 99 journal = %v, want ErrJournalTooNew", err)
+	_, err := Open(ctx, path, nil)
+	if !errors.Is(err, ErrTooNew) {
+		t.Fatalf("Open on a version 99 journal = %v, want ErrTooNew", err)
 	}
 	for _, want := range []string{path, "99", "newer stateguard"} {
 		if !strings.Contains(err.Error(), want) {
@@ -193,13 +193,13 @@ func TestJournalRefusesForeignDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenJournal(ctx, path)
+	_, err = Open(ctx, path, nil)
 	if err == nil || !strings.Contains(err.Error(), "not a stateguard journal") {
-		t.Fatalf("OpenJournal on a Hermes store = %v", err)
+		t.Fatalf("Open on a Hermes store = %v", err)
 	}
 	after, _ := os.ReadFile(path)
 	if string(before) != string(after) {
-		t.Error("OpenJournal changed a database it refused")
+		t.Error("Open changed a database it refused")
 	}
 }
 
@@ -209,23 +209,23 @@ func TestJournalRefusesSymlink(t *testing.T) {
 	if err := os.WriteFile(target, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(dir, JournalFile)
+	link := filepath.Join(dir, FileName)
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := OpenJournal(context.Background(), link); err == nil {
+	if j, err := Open(context.Background(), link, nil); err == nil {
 		j.Close()
-		t.Fatal("OpenJournal followed a symlink")
+		t.Fatal("Open followed a symlink")
 	}
 }
 
 func TestJournalPathWithURICharacters(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "we?ird #dir %41")
-	if err := PrepareStateDir(dir); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, JournalFile)
-	j, err := OpenJournal(context.Background(), path)
+	path := filepath.Join(dir, FileName)
+	j, err := Open(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestJournalPathWithURICharacters(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if len(names) == 0 || names[0] != JournalFile {
+	if len(names) == 0 || names[0] != FileName {
 		t.Errorf("journal files in %q: %v", dir, names)
 	}
 }

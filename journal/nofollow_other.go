@@ -1,0 +1,5 @@
+//go:build !unix
+
+package journal
+
+const oNoFollow = 0

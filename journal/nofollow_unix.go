@@ -1,0 +1,7 @@
+//go:build unix
+
+package journal
+
+import "syscall"
+
+const oNoFollow = syscall.O_NOFOLLOW
