@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -61,4 +62,37 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 func readOnlyDSN(abs string) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
 	return fmt.Sprintf("file:%s?mode=ro&_pragma=busy_timeout(%d)&_query_only=1", esc, readBusyTimeoutMS)
+}
+
+// BeginRead opens the store at path read-only and begins a read
+// transaction on its current generation, held until end is called. While
+// it is held no checkpoint can move the main file past the snapshot the
+// transaction reads: the agent snapshots a main file a sidecar_lost
+// orphan shares with the new generation under it.
+func BeginRead(ctx context.Context, path string) (end func(), err error) {
+	db, err := OpenReadOnly(path)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("begin read on %s: %w", path, err)
+	}
+	end = func() {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		conn.Close()
+		db.Close()
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		end()
+		return nil, fmt.Errorf("begin read on %s: %w", path, err)
+	}
+	// BEGIN is deferred: the first read takes the snapshot.
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
+		end()
+		return nil, fmt.Errorf("begin read on %s: %w", path, err)
+	}
+	return end, nil
 }

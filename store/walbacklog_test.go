@@ -155,3 +155,28 @@ func TestCheckpointIdle(t *testing.T) {
 		t.Fatalf("messages in the main file alone: %d %v, want 15", n, err)
 	}
 }
+
+// While BeginRead holds its snapshot no checkpoint can truncate the WAL
+// under it; once it ends, one can.
+func TestBeginReadHoldsOffCheckpoints(t *testing.T) {
+	db := newHermesStore(t)
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 10, CheckpointEvery: -1, Linger: true})
+	waitAckCount(t, w, 10)
+	g, err := ReadGeneration(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	end, err := BeginRead(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := CheckpointIdle(ctx, db, g.IDs()); err != nil || cp.Done {
+		end()
+		t.Fatalf("checkpoint under a held read: %+v %v, want not done", cp, err)
+	}
+	end()
+	if cp, err := CheckpointIdle(ctx, db, g.IDs()); err != nil || !cp.Done {
+		t.Fatalf("checkpoint after the read ended: %+v %v", cp, err)
+	}
+}

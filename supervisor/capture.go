@@ -52,7 +52,7 @@ func (w *worker) snapshotMain(li *liveIncident) {
 	dst := snapshotPath(w.st.Path, li.id)
 	ctx, cancel := context.WithTimeout(w.a.ctx, time.Minute)
 	defer cancel()
-	end, err := w.readTransaction(ctx)
+	end, err := store.BeginRead(ctx, w.st.Path)
 	if err != nil {
 		w.log.Warn("no read transaction on the new generation; snapshotting anyway", "incident", li.id, "err", err)
 	}
@@ -68,35 +68,6 @@ func (w *worker) snapshotMain(li *liveIncident) {
 	if _, err := w.a.journal.AddStep(w.a.ctx, li.id, journal.Step{Name: "snapshot.written", Detail: map[string]any{"path": dst}}); err != nil {
 		w.log.Error("journal step failed", "incident", li.id, "err", err)
 	}
-}
-
-// readTransaction begins a read on the store's current generation and
-// returns the function that ends it.
-func (w *worker) readTransaction(ctx context.Context) (func(), error) {
-	db, err := store.OpenReadOnly(w.st.Path)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	end := func() {
-		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
-		conn.Close()
-		db.Close()
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		end()
-		return nil, err
-	}
-	var n int
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
-		end()
-		return nil, err
-	}
-	return end, nil
 }
 
 // quarantine moves a mispaired store's foreign sidecars into the

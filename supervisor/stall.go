@@ -2,14 +2,10 @@ package supervisor
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
-	"regexp"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -253,136 +249,40 @@ type stallObservation struct {
 	moved   map[stallKey]time.Time
 }
 
-type gatewayRow struct {
-	backendID string
-	pid       int
-	host      string
-	heartbeat time.Time // zero when NULL
-}
-
-var holderPIDRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])pid=(\d+)`)
-
-// holderPID extracts the pid=<n> a Hermes lease holder string carries.
-func holderPID(holder string) int {
-	m := holderPIDRE.FindStringSubmatch(holder)
-	if m == nil {
-		return 0
-	}
-	n, err := strconv.Atoi(m[1])
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
-}
-
 func (w *StallWatch) read(ctx context.Context, storePath string, now time.Time) (stallObservation, error) {
 	obs := stallObservation{
 		stalled: make(map[stallKey]StallEvent),
 		why:     make(map[stallKey]string),
 		moved:   make(map[stallKey]time.Time),
 	}
-	db, err := store.OpenReadOnly(storePath)
+	lv, err := store.ReadLiveness(ctx, storePath)
 	if err != nil {
 		return obs, fmt.Errorf("stall check: %w", err)
 	}
-	defer db.Close()
-	// One read transaction: heartbeats and leases from the same snapshot.
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return obs, fmt.Errorf("stall check %s: begin: %w", storePath, err)
-	}
-	defer tx.Rollback()
-	tables, err := stallTables(ctx, tx)
-	if err != nil {
-		return obs, fmt.Errorf("stall check %s: %w", storePath, err)
-	}
-	var gateways []gatewayRow
-	if tables["gateway_heartbeats"] {
-		if gateways, err = readGateways(ctx, tx); err != nil {
-			return obs, fmt.Errorf("stall check %s: %w", storePath, err)
-		}
-	}
-	w.gatewayStalls(storePath, gateways, now, obs)
-	if tables["session_turn_leases"] {
-		if err := w.sessionStalls(ctx, tx, storePath, gateways, tables, now, obs); err != nil {
-			return obs, fmt.Errorf("stall check %s: %w", storePath, err)
-		}
-	}
+	w.gatewayStalls(storePath, lv.Gateways, now, obs)
+	w.sessionStalls(storePath, lv.Gateways, lv.Leases, now, obs)
 	return obs, nil
-}
-
-func stallTables(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'
-		AND name IN ('gateway_heartbeats', 'session_turn_leases', 'sessions', 'messages')`)
-	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	defer rows.Close()
-	t := make(map[string]bool)
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list tables: %w", err)
-		}
-		t[name] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	return t, nil
-}
-
-func readGateways(ctx context.Context, tx *sql.Tx) ([]gatewayRow, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT backend_id, pid, host, last_heartbeat FROM gateway_heartbeats`)
-	if err != nil {
-		return nil, fmt.Errorf("read gateway_heartbeats: %w", err)
-	}
-	defer rows.Close()
-	var out []gatewayRow
-	for rows.Next() {
-		var (
-			id   sql.NullString
-			pid  sql.NullInt64
-			host sql.NullString
-			hb   sql.NullFloat64
-		)
-		if err := rows.Scan(&id, &pid, &host, &hb); err != nil {
-			return nil, fmt.Errorf("read gateway_heartbeats: %w", err)
-		}
-		g := gatewayRow{backendID: id.String, host: host.String}
-		if pid.Valid && pid.Int64 > 0 && pid.Int64 <= math.MaxInt32 {
-			g.pid = int(pid.Int64)
-		}
-		if hb.Valid {
-			g.heartbeat = unixSeconds(hb.Float64)
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read gateway_heartbeats: %w", err)
-	}
-	return out, nil
 }
 
 // gatewayStalls: a gateway is hung when its heartbeat is older than the
 // timeout while its process is alive. The pid means something only on
 // this host, so rows from other hosts are never called hung.
-func (w *StallWatch) gatewayStalls(storePath string, gateways []gatewayRow, now time.Time, obs stallObservation) {
+func (w *StallWatch) gatewayStalls(storePath string, gateways []store.Gateway, now time.Time, obs stallObservation) {
 	for _, g := range gateways {
-		k := stallKey{StallGateway, g.backendID}
-		obs.moved[k] = g.heartbeat
+		k := stallKey{StallGateway, g.BackendID}
+		obs.moved[k] = g.Heartbeat
 		switch {
-		case g.heartbeat.IsZero():
+		case g.Heartbeat.IsZero():
 			obs.why[k] = ClearedRemoved // no heartbeat to judge by
-		case now.Sub(g.heartbeat) < w.cfg.Timeout:
+		case now.Sub(g.Heartbeat) < w.cfg.Timeout:
 			obs.why[k] = ClearedMoved
-		case g.pid == 0 || (g.host != "" && g.host != w.hostname):
+		case g.PID == 0 || (g.Host != "" && g.Host != w.hostname):
 			obs.why[k] = ClearedExited // cannot be judged alive from here
-		case !w.pidAlive(g.pid):
+		case !w.pidAlive(g.PID):
 			obs.why[k] = ClearedExited
 		default:
-			obs.stalled[k] = StallEvent{Store: storePath, Kind: StallGateway, Key: g.backendID,
-				PID: g.pid, Host: g.host, LastMoved: g.heartbeat, Age: now.Sub(g.heartbeat)}
+			obs.stalled[k] = StallEvent{Store: storePath, Kind: StallGateway, Key: g.BackendID,
+				PID: g.PID, Host: g.Host, LastMoved: g.Heartbeat, Age: now.Sub(g.Heartbeat)}
 		}
 	}
 }
@@ -390,63 +290,33 @@ func (w *StallWatch) gatewayStalls(storePath string, gateways []gatewayRow, now 
 // sessionStalls: a session is stalled when its turn lease is unexpired and
 // neither the holder's heartbeat, nor the lease's acquisition, nor the
 // session's newest message or last_activity_at moved for the timeout.
-func (w *StallWatch) sessionStalls(ctx context.Context, tx *sql.Tx, storePath string, gateways []gatewayRow, tables map[string]bool, now time.Time, obs stallObservation) error {
-	lastActivity, newestMessage := "NULL", "NULL"
-	if tables["sessions"] {
-		lastActivity = `(SELECT s.last_activity_at FROM sessions s WHERE s.id = l.conversation_id)`
-	}
-	if tables["messages"] {
-		newestMessage = `(SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = l.conversation_id)`
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT l.conversation_id, l.holder, l.acquired_at, l.expires_at, `+
-		lastActivity+`, `+newestMessage+` FROM session_turn_leases l`)
-	if err != nil {
-		return fmt.Errorf("read session_turn_leases: %w", err)
-	}
-	defer rows.Close()
+func (w *StallWatch) sessionStalls(storePath string, gateways []store.Gateway, leases []store.TurnLease, now time.Time, obs stallObservation) {
 	heartbeatOf := make(map[int]time.Time)
 	for _, g := range gateways {
-		if g.pid > 0 && g.heartbeat.After(heartbeatOf[g.pid]) {
-			heartbeatOf[g.pid] = g.heartbeat
+		if g.PID > 0 && g.Heartbeat.After(heartbeatOf[g.PID]) {
+			heartbeatOf[g.PID] = g.Heartbeat
 		}
 	}
-	for rows.Next() {
-		var (
-			id                           sql.NullString
-			holder                       sql.NullString
-			acquired, expires, act, msgT sql.NullFloat64
-		)
-		if err := rows.Scan(&id, &holder, &acquired, &expires, &act, &msgT); err != nil {
-			return fmt.Errorf("read session_turn_leases: %w", err)
-		}
-		k := stallKey{StallSession, id.String}
-		pid := holderPID(holder.String)
-		var moved time.Time
-		for _, t := range []sql.NullFloat64{acquired, act, msgT} {
-			if t.Valid {
-				moved = latest(moved, unixSeconds(t.Float64))
-			}
-		}
+	for _, l := range leases {
+		k := stallKey{StallSession, l.ConversationID}
+		pid := store.HolderPID(l.Holder)
+		moved := latest(latest(l.AcquiredAt, l.LastActivity), l.NewestMessage)
 		if pid > 0 {
 			moved = latest(moved, heartbeatOf[pid])
 		}
 		obs.moved[k] = moved
 		switch {
-		case !expires.Valid || !unixSeconds(expires.Float64).After(now):
+		case !l.ExpiresAt.After(now):
 			obs.why[k] = ClearedReleased
 		case moved.IsZero():
 			obs.why[k] = ClearedRemoved // nothing to judge by
 		case now.Sub(moved) < w.cfg.Timeout:
 			obs.why[k] = ClearedMoved
 		default:
-			obs.stalled[k] = StallEvent{Store: storePath, Kind: StallSession, Key: id.String,
+			obs.stalled[k] = StallEvent{Store: storePath, Kind: StallSession, Key: l.ConversationID,
 				PID: pid, LastMoved: moved, Age: now.Sub(moved)}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read session_turn_leases: %w", err)
-	}
-	return nil
 }
 
 func (w *StallWatch) pidAlive(pid int) bool {
@@ -461,13 +331,4 @@ func latest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// unixSeconds converts Hermes' REAL Unix seconds.
-func unixSeconds(f float64) time.Time {
-	if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
-		return time.Time{}
-	}
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(frac*1e9))
 }
