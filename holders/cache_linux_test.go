@@ -32,7 +32,7 @@ func TestCacheTargetedFollowsKnownHolders(t *testing.T) {
 	before := s.Current
 	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: true, RoleWAL: true, RoleSHM: true}, before)
 
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	s, err = c.Targeted(Target{Path: db})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestCacheRemembersGenerations(t *testing.T) {
 	if n := len(c.KnownFiles(Target{Path: db})); n != 3 {
 		t.Fatalf("%d inodes known after one scan, want the 3 at the path", n)
 	}
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestKnownMappedInodeIsVerified(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := startMapHelper(t, db)
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	for _, b := range []int64{birth, 0} {
 		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: b}}})
 		if err != nil {

@@ -82,7 +82,7 @@ func openFDs(t *testing.T) int {
 // and -shm byte 128, and closing it leaves none.
 func TestGuardLocksExactRanges(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	ranges := []struct {
 		id         fileid.ID
@@ -129,7 +129,7 @@ func TestGuardLocksExactRanges(t *testing.T) {
 		}
 	}
 	// The writer keeps committing with the guard armed.
-	acksGrow(t, w, 5)
+	w.AcksGrow(t, 5)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestGuardLocksExactRanges(t *testing.T) {
 // A guard refused for any reason leaves no fd and no lock behind.
 func TestGuardRefusals(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 
 	cases := []struct {
@@ -191,7 +191,7 @@ func TestGuardRefusals(t *testing.T) {
 // A symlink put at the -shm path is never followed.
 func TestGuardRefusesSymlink(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestGuardRefusesSymlink(t *testing.T) {
 func quietStore(t *testing.T) (string, fileid.Family) {
 	t.Helper()
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	want := fileid.Family{Main: idOf(t, db), SHM: idOf(t, db+"-shm")}
 	g, err := ArmGuard(db, want, walMode)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestGuardRefusedByWriteLock(t *testing.T) {
 // -wal of an idle store captures from.
 func TestGuardHoldsWALAndDups(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	want := fileid.Family{Main: idOf(t, db), WAL: idOf(t, db+"-wal"), SHM: idOf(t, db+"-shm")}
 	readLocks := func(id fileid.ID) int {
 		n := 0

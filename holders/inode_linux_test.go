@@ -168,7 +168,7 @@ func TestOtherNamespaceWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	res, err = c.Scan([]Target{{Path: db}})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func startReadonlySQLite(t *testing.T, db string) int {
 // so by the rule (a writable -wal fd) it may write the generation.
 func TestWritableAndReadOnlyHolders(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 2)
+	w.AcksGrow(t, 2)
 	ro := holdFiles(t, holdOptions{}, db, db+"-wal")
 	shmOnly := holdFiles(t, holdOptions{write: true}, db+"-shm")
 	cli := startReadonlySQLite(t, db)

@@ -3,7 +3,6 @@ package holders
 import (
 	"os"
 	"testing"
-	"time"
 )
 
 // scanHelperEnv makes the test binary a scan helper: it scans the stores
@@ -44,15 +43,3 @@ func TestMain(m *testing.M) {
 
 // afterTests run once after every test and benchmark (shared fixtures).
 var afterTests []func()
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 func readAll(t *testing.T, f *os.File) []byte {
@@ -37,8 +38,8 @@ func readProcFD(t *testing.T, pid, fd int) []byte {
 
 func TestPinKeepsOrphanAliveAfterWriterDies(t *testing.T) {
 	db, w := startStore(t)
-	acksGrow(t, w, 5)
-	renameOver(t, db)
+	w.AcksGrow(t, 5)
+	hermestest.RenameFreshOver(t, db)
 	removeSidecars(t, db)
 	s := scanOne(t, db)
 	p := holder(t, s, w.Pid)

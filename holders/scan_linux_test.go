@@ -201,19 +201,6 @@ func uninspectable(pid int) bool {
 	return false
 }
 
-// renameOver replaces the store with a freshly created one, as a restore
-// does.
-func renameOver(t *testing.T, db string) {
-	t.Helper()
-	fresh := filepath.Join(filepath.Dir(db), "restore.db")
-	if err := hermestest.CreateStore(fresh); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(fresh, db); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func removeSidecars(t *testing.T, db string) {
 	t.Helper()
 	for _, suffix := range []string{"-wal", "-shm"} {
@@ -226,7 +213,7 @@ func removeSidecars(t *testing.T, db string) {
 func TestScanRenameOverMakesMainOrphan(t *testing.T) {
 	db, w := startStore(t)
 	before := scanOne(t, db).Current
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	s := scanOne(t, db)
 	if s.Current[RoleMain].ID == before[RoleMain].ID {
 		t.Fatal("rename-over did not change main's identity")
@@ -240,7 +227,7 @@ func TestScanRenameOverMakesMainOrphan(t *testing.T) {
 func TestScanRestoreMakesAllThreeOrphans(t *testing.T) {
 	db, w := startStore(t)
 	before := scanOne(t, db).Current
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	removeSidecars(t, db)
 	s := scanOne(t, db)
 	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: false, RoleWAL: false, RoleSHM: false}, before)
@@ -339,7 +326,7 @@ func TestScanFindsMappingOnlyHolder(t *testing.T) {
 	pid := startMapHelper(t, db)
 
 	before := scanOne(t, db).Current
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	for _, mode := range []int32{0, -1} {
 		prev := procmapQuery.Swap(mode)
 		s := scanOne(t, db)

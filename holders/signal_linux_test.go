@@ -22,14 +22,6 @@ func refOf(t *testing.T, pid int) ProcRef {
 	return ProcRef{Pid: pid, StartTicks: st.StartTicks}
 }
 
-// acksGrow waits until the writer acknowledges n more messages: proof that
-// it is running.
-func acksGrow(t *testing.T, w *hermestest.Writer, n int) {
-	t.Helper()
-	base := len(w.Acks(t))
-	eventually(t, "the writer to keep committing", 10*time.Second, func() bool { return len(w.Acks(t)) >= base+n })
-}
-
 func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -48,7 +40,7 @@ func TestSignalRefusesRecycledPid(t *testing.T) {
 	if _, err := State(stale); !errors.Is(err, ErrProcessGone) {
 		t.Fatalf("State: %v", err)
 	}
-	acksGrow(t, w, 3)
+	w.AcksGrow(t, 3)
 	if s, err := State(ref); err != nil || s == 'T' {
 		t.Fatalf("writer state %c, %v", s, err)
 	}
@@ -94,11 +86,11 @@ func TestFreezeThaw(t *testing.T) {
 	if err := Thaw(ref); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the writer to leave the stopped state", 5*time.Second, func() bool {
+	hermestest.Eventually(t, "the writer to leave the stopped state", 5*time.Second, func() bool {
 		s, err := State(ref)
 		return err == nil && s != 'T'
 	})
-	acksGrow(t, w, 3)
+	w.AcksGrow(t, 3)
 }
 
 func TestKillFrozenWriterAndWaitGone(t *testing.T) {

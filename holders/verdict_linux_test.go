@@ -84,7 +84,7 @@ func TestLockEvidenceFindsUninspectableWriter(t *testing.T) {
 		t.Errorf("uninspected %+v: want root's other processes, not the writer", s.Uninspected)
 	}
 
-	renameOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	s = &sess.scan().Stores[0]
 	p = holder(t, s, w.Pid)
 	lockOnly(t, p)

@@ -21,7 +21,7 @@ func TestMispairedQuarantineThenCapture(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true})
-	before := len(waitAcks(t, w, 120))
+	before := len(w.WaitAcks(t, 120))
 	ids := map[string]fileid.ID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 	fresh := filepath.Join(dir, "fresh.db")
 	if err := hermestest.CreateStore(fresh); err != nil {
@@ -30,7 +30,7 @@ func TestMispairedQuarantineThenCapture(t *testing.T) {
 	if err := os.Rename(fresh, db); err != nil {
 		t.Fatal(err)
 	}
-	waitAcks(t, w, before+30)
+	w.WaitAcks(t, before+30)
 	kill := stopWriter(t, w)
 	pinned := pinFromProc(t, w.Pid, db, ids)
 
@@ -82,7 +82,7 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, CheckpointEvery: 20})
-	before := len(waitAcks(t, w1, 100))
+	before := len(w1.WaitAcks(t, 100))
 	ids := map[string]fileid.ID{"-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 	// The agent's long-lived fd on the current main; it is closed only
 	// after every SQLite connection of this process on it (cleanups run
@@ -97,7 +97,7 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcks(t, w1, before+50)
+	w1.WaitAcks(t, before+50)
 	kill := stopWriter(t, w1)
 	pinned := pinFromProc(t, w1.Pid, db, ids)
 	// The freeze may have caught the writer inside a checkpoint, with

@@ -28,25 +28,6 @@ func statID(t *testing.T, path string) fileid.ID {
 	return fileid.FromStat(&st)
 }
 
-// waitAcks polls the writer's ack file until it holds at least n lines.
-func waitAcks(t *testing.T, w *hermestest.Writer, n int) []hermestest.Ack {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		acks := w.Acks(t)
-		if len(acks) >= n {
-			return acks
-		}
-		if done, err := w.Exited(); done {
-			t.Fatalf("writer exited after %d of %d acks: %v", len(acks), n, err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d acks after 30s", len(acks), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // stopWriter freezes the writer with SIGSTOP, waits until the kernel says
 // it is stopped, and returns a function that SIGKILLs it and waits for its
 // exit, so no close-time checkpoint can run (the kill release policy).
@@ -131,7 +112,7 @@ func crashedGeneration(t *testing.T, n int, schemaInMain bool) (string, []hermes
 		}
 	}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: !schemaInMain, Count: n, Linger: true, CheckpointEvery: -1})
-	acks := waitAcks(t, w, n)
+	acks := w.WaitAcks(t, n)
 	stopWriter(t, w)()
 	return db, acks
 }

@@ -29,7 +29,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, ToolEvery: 7})
-	before := len(waitAcks(t, w, 150))
+	before := len(w.WaitAcks(t, 150))
 	ids := map[string]fileid.ID{"main": statID(t, db), "-wal": statID(t, db+"-wal"), "-shm": statID(t, db+"-shm")}
 
 	// The restore: a fresh store renamed over the path, sidecars removed.
@@ -46,7 +46,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 		}
 	}
 	// Rows the orphan acknowledges after the replacement are what is at risk.
-	waitAcks(t, w, before+60)
+	w.WaitAcks(t, before+60)
 	pinned := pinFromProc(t, w.Pid, db, ids)
 	stopWriter(t, w)()
 	acks := w.Acks(t)

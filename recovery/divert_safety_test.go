@@ -241,7 +241,7 @@ func TestDivertWriterGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 60, ToolEvery: 4, Linger: true, CheckpointEvery: -1})
-	acks := waitAcks(t, w, 60)
+	acks := w.WaitAcks(t, 60)
 	stopWriter(t, w)()
 	healthy := filepath.Join(home, "state.db")
 	copyFile(t, db, healthy) // the main without its WAL: schema only

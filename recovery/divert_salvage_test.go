@@ -27,7 +27,7 @@ func TestDivertSalvaged(t *testing.T) {
 	backup := filepath.Join(e.dir, "backup.db")
 	copyFile(t, e.healthy, backup)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: e.healthy, Count: 12, Linger: true, CheckpointEvery: -1, ToolEvery: 5})
-	acks := waitAcks(t, w, 12)
+	acks := w.WaitAcks(t, 12)
 	capture := filepath.Join(e.dir, "capture")
 	if err := os.Mkdir(capture, 0o700); err != nil {
 		t.Fatal(err)

@@ -82,20 +82,6 @@ func addMessages(t *testing.T, db string, sessions map[string]int) {
 	}
 }
 
-// vacuumInto writes a consistent copy of db to dst, as an operator's
-// backup would be made.
-func vacuumInto(t *testing.T, db, dst string) {
-	t.Helper()
-	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // rowCounts reads a store's rows through a read-only connection that is
 // closed again before returning.
 func rowCounts(t *testing.T, db string) Counts {
@@ -215,7 +201,7 @@ func (w *sigWriters) Stop(ctx context.Context) error {
 	}
 	for _, pid := range w.pids {
 		deadline := time.Now().Add(5 * time.Second)
-		for procState(pid) != 'T' {
+		for hermestest.StateOf(pid) != 'T' {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("pid %d did not stop", pid)
 			}
@@ -233,18 +219,6 @@ func (w *sigWriters) Resume(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func procState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 'X'
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return '?'
-	}
-	return b[i+2]
 }
 
 // planIn plans a restore with a private temp dir the test can inspect.

@@ -22,7 +22,7 @@ import (
 func TestRestoreOnline(t *testing.T) {
 	db := newStore(t, map[string]int{"s1": 4})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, db, backup)
+	hermestest.VacuumInto(t, db, backup)
 	addMessages(t, db, map[string]int{"s2": 6})
 	backupDir := dirState(t, filepath.Dir(backup))
 	ino := inodeOf(t, db)
@@ -90,11 +90,11 @@ func TestRestoreOnline(t *testing.T) {
 func TestRestoreOnlineLiveWriter(t *testing.T) {
 	db := newStore(t, nil)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 400})
-	waitAcks(t, w, 20)
+	w.WaitAcks(t, 20)
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, db, backup)
+	hermestest.VacuumInto(t, db, backup)
 	backupRows := rowCounts(t, backup)
-	waitAcks(t, w, int(backupRows.Messages)+40) // the store is now ahead
+	w.WaitAcks(t, int(backupRows.Messages)+40) // the store is now ahead
 
 	p, _, err := planIn(t, backup, db)
 	if err != nil {
@@ -109,8 +109,8 @@ func TestRestoreOnlineLiveWriter(t *testing.T) {
 	if res.After != backupRows || res.MainAfter != res.MainBefore || inodeOf(t, db) != ino {
 		t.Fatalf("result %+v, backup %v", res, backupRows)
 	}
-	if procState(w.Pid) != 'T' {
-		t.Fatalf("writer state %c after Execute, want stopped until the caller releases it", procState(w.Pid))
+	if hermestest.StateOf(w.Pid) != 'T' {
+		t.Fatalf("writer state %c after Execute, want stopped until the caller releases it", hermestest.StateOf(w.Pid))
 	}
 	if got := rowCounts(t, res.SafetyCopy[0]); got.Messages <= backupRows.Messages {
 		t.Fatalf("safety copy holds %v, the store was ahead of the backup", got)
@@ -119,7 +119,7 @@ func TestRestoreOnlineLiveWriter(t *testing.T) {
 	if err := sw.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitAcks(t, w, nAcks+20)
+	w.WaitAcks(t, nAcks+20)
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func checkWriterSawRestore(t *testing.T, db, backup string, acks []hermestest.Ac
 func TestRestorePublishMissing(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 3})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	db := filepath.Join(dir, "state.db")
 	p, _, err := planIn(t, backup, db)
@@ -234,7 +234,7 @@ func TestRestorePublishMissing(t *testing.T) {
 func TestRestorePublishBroken(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 3})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	db := filepath.Join(dir, "state.db")
 	for name, data := range map[string]string{"state.db": "this is not a database, it was damaged", "state.db-wal": "old wal bytes", "state.db-shm": "old shm"} {
@@ -280,7 +280,7 @@ func TestRestorePublishBroken(t *testing.T) {
 func TestRestorePublishLeftoverSidecarsRefused(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 1})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	if err := os.WriteFile(filepath.Join(dir, "state.db-wal"), []byte("frames of a deleted store"), 0o600); err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestRestorePublishLeftoverSidecarsRefused(t *testing.T) {
 func TestRestoreRefusesBadInput(t *testing.T) {
 	good := newStore(t, map[string]int{"s1": 2})
 	okBackup := filepath.Join(t.TempDir(), "good.db")
-	vacuumInto(t, good, okBackup)
+	hermestest.VacuumInto(t, good, okBackup)
 	db := newStore(t, map[string]int{"live": 5})
 	bdir := t.TempDir()
 
@@ -322,7 +322,7 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	// An index that does not match its table: SQLite opens the file and
 	// reads it, only integrity_check finds the damage.
 	badIndex := filepath.Join(bdir, "badindex.db")
-	vacuumInto(t, okBackup, badIndex)
+	hermestest.VacuumInto(t, okBackup, badIndex)
 	bi, err := sql.Open("sqlite", badIndex)
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +389,7 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 func TestRestoreRefusesForeignTarget(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 1})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	for _, mode := range []string{"wal", "delete"} {
 		dir, _ := filepath.EvalSymlinks(t.TempDir())
 		db := filepath.Join(dir, "state.db")
@@ -418,7 +418,7 @@ func TestRestoreRefusesForeignTarget(t *testing.T) {
 func TestRestorePageSizeDiffers(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 7})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	c, err := sql.Open("sqlite", backup)
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +453,7 @@ func TestRestorePageSizeDiffers(t *testing.T) {
 func TestRestoreTargetChangedSincePlan(t *testing.T) {
 	src := newStore(t, map[string]int{"s1": 1})
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	vacuumInto(t, src, backup)
+	hermestest.VacuumInto(t, src, backup)
 	db := newStore(t, map[string]int{"s2": 2})
 	p, _, err := planIn(t, backup, db)
 	if err != nil {

@@ -39,17 +39,6 @@ func backlogOf(t *testing.T, db string, withSHM bool) WALBacklog {
 	return b
 }
 
-func waitAckCount(t *testing.T, w *hermestest.Writer, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(w.Acks(t)) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("writer acknowledged %d of %d rows in 20s", len(w.Acks(t)), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A live writer's WAL with no checkpoint: the wal-index and a walk of the
 // frames agree on the last committed frame, nothing is backfilled.
 // Without the -shm (or with a damaged one) the walk alone answers, and
@@ -57,7 +46,7 @@ func waitAckCount(t *testing.T, w *hermestest.Writer, n int) {
 func TestWALBacklogUncheckpointed(t *testing.T) {
 	db := newHermesStore(t)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 20, CheckpointEvery: -1, Linger: true})
-	waitAckCount(t, w, 20)
+	w.WaitAcks(t, 20)
 
 	idx := backlogOf(t, db, true)
 	if !idx.IndexOK || idx.Committed == 0 || idx.Backfilled != 0 || !idx.Pending() {
@@ -97,7 +86,7 @@ func TestWALBacklogUncheckpointed(t *testing.T) {
 func TestWALBacklogCheckpointed(t *testing.T) {
 	db := newHermesStore(t)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 10, CheckpointEvery: 5, Linger: true})
-	waitAckCount(t, w, 10)
+	w.WaitAcks(t, 10)
 	deadline := time.Now().Add(10 * time.Second)
 	var b WALBacklog
 	for b = backlogOf(t, db, true); b.Pending(); b = backlogOf(t, db, true) {
@@ -117,7 +106,7 @@ func TestWALBacklogCheckpointed(t *testing.T) {
 func TestCheckpointIdle(t *testing.T) {
 	db := newHermesStore(t)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 15, CheckpointEvery: -1, Linger: true})
-	waitAckCount(t, w, 15)
+	w.WaitAcks(t, 15)
 	g, err := ReadGeneration(db)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +150,7 @@ func TestCheckpointIdle(t *testing.T) {
 func TestBeginReadHoldsOffCheckpoints(t *testing.T) {
 	db := newHermesStore(t)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 10, CheckpointEvery: -1, Linger: true})
-	waitAckCount(t, w, 10)
+	w.WaitAcks(t, 10)
 	g, err := ReadGeneration(db)
 	if err != nil {
 		t.Fatal(err)

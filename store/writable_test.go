@@ -353,7 +353,7 @@ func TestPersistWALReadBack(t *testing.T) {
 func TestWritableCloseCheckpoints(t *testing.T) {
 	path := newHermesStore(t)
 	other := hermestest.StartWriter(t, hermestest.WriterOptions{DB: path, Session: "other", Count: 5, CheckpointEvery: -1, Linger: true})
-	waitAckCount(t, other, 5)
+	other.WaitAcks(t, 5)
 	w, err := OpenWritable(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)

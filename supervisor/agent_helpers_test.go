@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,23 +16,6 @@ import (
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
-
-// testLogWriter sends the agent's log to t.Log, so a failing test shows
-// every event the agent emitted.
-type testLogWriter struct {
-	mu sync.Mutex
-	t  testing.TB
-	on bool
-}
-
-func (w *testLogWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.on {
-		w.t.Log(strings.TrimRight(string(b), "\n"))
-	}
-	return len(b), nil
-}
 
 // testHome makes a Hermes home with a default store.
 func testHome(t testing.TB) (home, db string) {
@@ -49,24 +30,14 @@ func testHome(t testing.TB) (home, db string) {
 
 func startAgent(t testing.TB, home string, mod func(*Options)) *Agent {
 	t.Helper()
-	lw := &testLogWriter{t: t, on: true}
-	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
-	sock, err := os.MkdirTemp("", "sg-sock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sock) })
+	env := hermestest.NewAgentEnv(t, home)
 	o := Options{
-		StateDir:  filepath.Join(t.TempDir(), "state"),
-		Socket:    filepath.Join(sock, "agent.sock"),
+		StateDir:  env.StateDir,
+		Socket:    env.Socket,
 		Reconcile: 500 * time.Millisecond,
-		Discover: store.DiscoverOptions{
-			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
-			UserHome:        "/nonexistent",
-			CurrentUserOnly: true,
-		},
-		Policies: PolicySet{Grace: 5 * time.Second},
-		Logger:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Discover:  store.DiscoverOptions{Getenv: env.Getenv, UserHome: "/nonexistent", CurrentUserOnly: true},
+		Policies:  PolicySet{Grace: 5 * time.Second},
+		Logger:    env.Logger,
 	}
 	if mod != nil {
 		mod(&o)
@@ -87,23 +58,11 @@ func startAgent(t testing.TB, home string, mod func(*Options)) *Agent {
 	return a
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitHolder waits until the agent's holder cache knows pid as a holder
 // of every role of db.
 func waitHolder(t testing.TB, a *Agent, db string, pid int) {
 	t.Helper()
-	eventually(t, "the agent to see the writer as a holder", 20*time.Second, func() bool {
+	hermestest.Eventually(t, "the agent to see the writer as a holder", 20*time.Second, func() bool {
 		a.fullScan()
 		sr, ok := a.cache.Known(holders.Target{Path: db})
 		if !ok {
@@ -118,7 +77,7 @@ func waitHolder(t testing.TB, a *Agent, db string, pid int) {
 func waitIncident(t testing.TB, a *Agent, db string, d time.Duration, want ...journal.State) journal.Incident {
 	t.Helper()
 	var inc journal.Incident
-	eventually(t, "an incident in state "+states(want), d, func() bool {
+	hermestest.Eventually(t, "an incident in state "+states(want), d, func() bool {
 		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
 		if err != nil || len(incs) == 0 {
 			return false
@@ -140,22 +99,6 @@ func states(ss []journal.State) string {
 		out[i] = string(s)
 	}
 	return strings.Join(out, "|")
-}
-
-// renameFreshOver puts a new empty Hermes store at db by rename(2), as a
-// backup restore does.
-func renameFreshOver(t testing.TB, db string) {
-	t.Helper()
-	fresh := db + ".restore-tmp"
-	if err := hermestest.CreateStore(fresh); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"-wal", "-shm"} {
-		os.Remove(fresh + s)
-	}
-	if err := os.Rename(fresh, db); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // captureRows opens a private copy of a capture and returns the contents

@@ -38,14 +38,14 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	waitHolder(t, a, db, w.Pid)
 
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	renamed := time.Now()
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	// The incident deadline: stopped within a second even though every
 	// alert command hangs.
-	eventually(t, "the writer to be stopped or gone", time.Second, func() bool {
-		s := procState(t, w.Pid)
+	hermestest.Eventually(t, "the writer to be stopped or gone", time.Second, func() bool {
+		s := hermestest.StateOf(w.Pid)
 		return s == 'T' || s == 'X' || s == 'Z'
 	})
 	t.Logf("writer stopped %v after the restore, alert commands hanging", time.Since(renamed))
@@ -55,7 +55,7 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 	}
 
 	events := map[string]int{}
-	eventually(t, "incident.opened and holder.frozen alerts", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "incident.opened and holder.frozen alerts", 10*time.Second, func() bool {
 		f, err := os.Open(got)
 		if err != nil {
 			return false

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // incidentDeadline is the time the incident path has to freeze holders;
@@ -67,18 +69,6 @@ func (l *logBuffer) records(t *testing.T, event string) []map[string]any {
 func newTestLogger() (*slog.Logger, *logBuffer) {
 	lb := &logBuffer{}
 	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func closeAlerter(t *testing.T, a *Alerter) {
@@ -193,7 +183,7 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, Queue: 2, Timeout: time.Hour, RateLimit: -1}, log)
 
 	a.Send(Alert{Event: EventIncidentOpened, Store: "/s/0"})
-	waitFor(t, "the alert command to start", 10*time.Second, func() bool { return a.running.Load() == 1 })
+	hermestest.Eventually(t, "the alert command to start", 10*time.Second, func() bool { return a.running.Load() == 1 })
 	pid := readPIDs(t, pids)[0]
 	for i := 1; i <= 10; i++ {
 		start := time.Now()
@@ -215,7 +205,7 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close with a hanging command: %v, want it to give up", err)
 	}
-	waitFor(t, "the hanging command to be killed", 10*time.Second, func() bool { return processGone(pid) })
+	hermestest.Eventually(t, "the hanging command to be killed", 10*time.Second, func() bool { return processGone(pid) })
 	if s := a.Stats(); s.Failed != 1 || s.Dropped != 10 {
 		t.Errorf("after Close: %+v, want the running one failed and the queued two dropped", s)
 	}
@@ -233,13 +223,13 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 	defer closeAlerter(t, a)
 
 	a.Send(Alert{Event: EventCaptureFailed, Store: "/s"})
-	waitFor(t, "the timed-out command to be counted failed", 20*time.Second, func() bool { return a.Stats().Failed == 1 })
+	hermestest.Eventually(t, "the timed-out command to be counted failed", 20*time.Second, func() bool { return a.Stats().Failed == 1 })
 	ps := readPIDs(t, pids)
 	if len(ps) != 2 {
 		t.Fatalf("pids %v, want shell and sleep", ps)
 	}
 	for _, pid := range ps {
-		waitFor(t, fmt.Sprintf("pid %d to be killed", pid), 10*time.Second, func() bool { return processGone(pid) })
+		hermestest.Eventually(t, fmt.Sprintf("pid %d to be killed", pid), 10*time.Second, func() bool { return processGone(pid) })
 	}
 	recs := logs.records(t, EventAlertFailed)
 	if len(recs) != 1 {
@@ -349,7 +339,7 @@ lock; n=$(( $(cat "$d/running") - 1 )); echo $n > "$d/running"; unlock
 		a.Send(Alert{Event: EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i)})
 	}
 	peaks := func() []int { return readInts(t, filepath.Join(dir, "peaks")) }
-	waitFor(t, "two commands to hold their slots", 10*time.Second, func() bool { return len(peaks()) >= 2 })
+	hermestest.Eventually(t, "two commands to hold their slots", 10*time.Second, func() bool { return len(peaks()) >= 2 })
 	if r, q := a.running.Load(), len(a.queue); r != 2 || q != n-2 {
 		t.Errorf("with both slots held: %d running, %d queued; want 2 and %d", r, q, n-2)
 	}
@@ -410,7 +400,7 @@ func readInts(t *testing.T, path string) []int {
 func readPIDs(t *testing.T, path string) []int {
 	t.Helper()
 	var ps []int
-	waitFor(t, "pids in "+path, 10*time.Second, func() bool { ps = readInts(t, path); return len(ps) > 0 })
+	hermestest.Eventually(t, "pids in "+path, 10*time.Second, func() bool { ps = readInts(t, path); return len(ps) > 0 })
 	return ps
 }
 

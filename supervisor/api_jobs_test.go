@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
 
@@ -47,7 +48,7 @@ func TestEnqueueReplayOverSocket(t *testing.T) {
 		if code != http.StatusAccepted {
 			t.Fatalf("enqueue: HTTP %d", code)
 		}
-		eventually(t, "the job to finish", 20*time.Second, func() bool {
+		hermestest.Eventually(t, "the job to finish", 20*time.Second, func() bool {
 			j, err := a.journal.GetJob(context.Background(), job.ID)
 			return err == nil && (j.State == journal.JobDone || j.State == journal.JobFailed)
 		})

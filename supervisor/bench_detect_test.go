@@ -92,7 +92,7 @@ func detectTrial(b *testing.B, a *Agent, db string) (time.Duration, int) {
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	waitExit(b, w, 30*time.Second)
-	eventually(b, "the incident to end", 60*time.Second, func() bool {
+	hermestest.Eventually(b, "the incident to end", 60*time.Second, func() bool {
 		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{OpenOnly: true})
 		return err == nil && len(incs) == 0
 	})

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 func guardOn(o *Options) { o.Guard = true }
@@ -24,7 +25,7 @@ func guardOn(o *Options) { o.Guard = true }
 func waitGuard(t testing.TB, a *Agent, db, state string, d time.Duration) *GuardStatus {
 	t.Helper()
 	var st *GuardStatus
-	eventually(t, "guard "+state, d, func() bool {
+	hermestest.Eventually(t, "guard "+state, d, func() bool {
 		st = a.guardStatus(db)
 		return st != nil && st.State == state
 	})
@@ -118,7 +119,7 @@ func selfFDsOn(t testing.TB, id fileid.ID, skip ...uintptr) []string {
 		if unix.Stat(filepath.Join("/proc/self/fd", e.Name()), &st) != nil {
 			continue
 		}
-		if st.Dev == id.Dev && st.Ino == id.Ino {
+		if fileid.FromStat(&st) == id {
 			link, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
 			out = append(out, e.Name()+" -> "+link)
 		}

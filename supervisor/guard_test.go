@@ -55,7 +55,7 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 			lost := 0
 			for run := range 10 {
 				// At least one lock cancellation between two runs.
-				acksGrow(t, w, 4)
+				w.AcksGrow(t, 4)
 				// Deliberately without -readonly: this is the closer
 				// the guard exists for.
 				out, err := exec.Command(cli, db, "select count(*) from messages").CombinedOutput()
@@ -102,12 +102,6 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 	}
 }
 
-func acksGrow(t testing.TB, w *hermestest.Writer, n int) {
-	t.Helper()
-	base := len(w.Acks(t))
-	eventually(t, "the writer to commit more", 10*time.Second, func() bool { return len(w.Acks(t)) >= base+n })
-}
-
 // A restore removes the old sidecars and renames a new main over the
 // store; once a writer opens the new generation, the guard is armed on it
 // within the reconcile deadline (fsnotify off: the reconcile alone must do
@@ -132,9 +126,9 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	newMain := fileID(t, db)
-	eventually(t, "the old generation released", 5*time.Second, func() bool {
+	hermestest.Eventually(t, "the old generation released", 5*time.Second, func() bool {
 		st := a.guardStatus(db)
 		return st.State == GuardUnavailable && len(ofdLocks(t, oldMain)) == 0
 	})
@@ -144,7 +138,7 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 		t.Fatal("the main changed again under the test")
 	}
 	deadline := 2*500*time.Millisecond + 2*time.Second // two reconciles, plus slack for -race
-	eventually(t, "the new generation armed", deadline, func() bool { return guarded(t, newMain, newSHM) })
+	hermestest.Eventually(t, "the new generation armed", deadline, func() bool { return guarded(t, newMain, newSHM) })
 	if st := a.guardStatus(db); st.State != GuardArmed || st.Reason != "" {
 		t.Fatalf("guard %+v, want armed", st)
 	}
@@ -203,8 +197,8 @@ func TestGuardPauseExpires(t *testing.T) {
 	if time.Now().Before(p.Until) {
 		t.Fatalf("re-armed before the pause ran out (%v)", p.Until)
 	}
-	eventually(t, "the locks back", 5*time.Second, func() bool { return guarded(t, main, shm) })
-	acksGrow(t, w, 3)
+	hermestest.Eventually(t, "the locks back", 5*time.Second, func() bool { return guarded(t, main, shm) })
+	w.AcksGrow(t, 3)
 }
 
 // Pause and resume over the control socket, by profile; a pause outlives
@@ -347,7 +341,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			os.Remove(db + "-wal")
 			os.Remove(db + "-shm")
 		}},
-		{journal.KindMispaired, func(t *testing.T, db string) { renameFreshOver(t, db) }},
+		{journal.KindMispaired, func(t *testing.T, db string) { hermestest.RenameFreshOver(t, db) }},
 	} {
 		t.Run(string(c.kind), func(t *testing.T) {
 			home, db := testHome(t)
@@ -369,13 +363,13 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			}
 			w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 3, Linger: true})
 			newMain, newSHM := fileID(t, db), fileID(t, db+"-shm")
-			eventually(t, "the new generation armed", 5*time.Second, func() bool { return guarded(t, newMain, newSHM) })
+			hermestest.Eventually(t, "the new generation armed", 5*time.Second, func() bool { return guarded(t, newMain, newSHM) })
 			old := []fileid.ID{oldSHM}
 			if c.kind == journal.KindMispaired {
 				old = append(old, oldMain)
 			}
 			for _, id := range old {
-				eventually(t, "nothing left on the old generation", 5*time.Second, func() bool {
+				hermestest.Eventually(t, "nothing left on the old generation", 5*time.Second, func() bool {
 					return len(ofdLocks(t, id)) == 0 && len(selfFDsOn(t, id, keep...)) == 0
 				})
 			}

@@ -30,7 +30,7 @@ func TestHermesOwnDivertReplayedDuringIncident(t *testing.T) {
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyObserve })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200})
 	waitHolder(t, a, db, w.Pid)
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)

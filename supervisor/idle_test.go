@@ -62,7 +62,7 @@ func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
 	if len(acks) != 40 {
 		t.Fatalf("writer acknowledged %d rows, want 40", len(acks))
 	}
-	eventually(t, "the idle store's WAL checkpointed into the main", 4*time.Second, func() bool {
+	hermestest.Eventually(t, "the idle store's WAL checkpointed into the main", 4*time.Second, func() bool {
 		return walSize(t, db) == 0
 	})
 	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) > 0 {
@@ -73,7 +73,7 @@ func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
 	}
 	// Now the leftovers are empty: deleting them is a plain change.
 	removeSidecars(t, db)
-	eventually(t, "the agent to see the sidecars gone", 5*time.Second, func() bool {
+	hermestest.Eventually(t, "the agent to see the sidecars gone", 5*time.Second, func() bool {
 		st := a.guardStatus(db)
 		return st != nil && strings.HasPrefix(st.Reason, "main file only")
 	})
@@ -183,7 +183,7 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 		deleted := false
-		eventually(t, "the replay to finish", 20*time.Second, func() bool {
+		hermestest.Eventually(t, "the replay to finish", 20*time.Second, func() bool {
 			j, err := a.journal.GetJob(context.Background(), job.ID)
 			if err == nil && !deleted && (i%2 == 1 || j.State != journal.JobQueued) {
 				removeSidecars(t, db) // odd rounds: before the job is even claimed
@@ -215,7 +215,7 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 // incident is unfinished.
 func waitSettled(t *testing.T, a *Agent, db string) {
 	t.Helper()
-	eventually(t, "the guard on the current generation and no incident open", 30*time.Second, func() bool {
+	hermestest.Eventually(t, "the guard on the current generation and no incident open", 30*time.Second, func() bool {
 		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db, OpenOnly: true})
 		if err != nil || len(incs) > 0 {
 			return false
@@ -238,11 +238,11 @@ func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
 	for round := range 3 {
 		home, db := testHome(t)
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "old", Rate: 300, CheckpointEvery: -1})
-		eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+		hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 			acks := w.Acks(t)
 			return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
 		})
-		renameFreshOver(t, db) // the main only: mispaired
+		hermestest.RenameFreshOver(t, db) // the main only: mispaired
 		renamed := time.Now()
 		a := startAgent(t, home, guardOn)
 		inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)

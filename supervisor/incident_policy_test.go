@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -18,19 +17,6 @@ import (
 	"github.com/stateguard/stateguard/journal"
 )
 
-func procState(t *testing.T, pid int) byte {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 'X'
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		t.Fatalf("bad /proc/%d/stat", pid)
-	}
-	return b[i+2]
-}
-
 // observe never signals: the writer keeps committing into the orphan, and
 // its rows are captured once it exits on its own.
 func TestObservePolicy(t *testing.T) {
@@ -38,14 +24,14 @@ func TestObservePolicy(t *testing.T) {
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyObserve })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	waitHolder(t, a, db, w.Pid)
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	renamed := time.Now()
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)
 	n := len(w.Acks(t))
-	eventually(t, "the observed writer to go on committing", 10*time.Second, func() bool { return len(w.Acks(t)) > n+20 })
-	if s := procState(t, w.Pid); s == 'T' {
+	hermestest.Eventually(t, "the observed writer to go on committing", 10*time.Second, func() bool { return len(w.Acks(t)) > n+20 })
+	if s := hermestest.StateOf(w.Pid); s == 'T' {
 		t.Fatal("observe stopped the writer")
 	}
 	if err := w.Stop(10 * time.Second); err != nil {
@@ -83,16 +69,16 @@ func TestHoldPolicyAndRelease(t *testing.T) {
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyHold })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	waitHolder(t, a, db, w.Pid)
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
-	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(t, w.Pid) == 'T' })
+	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return hermestest.StateOf(w.Pid) == 'T' })
 	a.reconcile() // a full reconcile must not release a held incident
 	if err := a.worker(db).do(context.Background(), func() {}); err != nil {
 		t.Fatal(err)
 	}
-	if s := procState(t, w.Pid); s != 'T' {
+	if s := hermestest.StateOf(w.Pid); s != 'T' {
 		t.Fatalf("held writer is in state %c after a reconcile", s)
 	}
 	if cur, _ := a.journal.GetIncident(context.Background(), inc.ID); cur.State != journal.StatePinned {
@@ -165,7 +151,7 @@ func TestResumeNeverSignalsARecycledPid(t *testing.T) {
 	if got.ID != inc.ID || got.State != journal.StateFailed {
 		t.Fatalf("incident %s: %s (%s)", got.ID, got.State, got.Detail.Error)
 	}
-	if s := procState(t, sleeper.Process.Pid); s != 'S' && s != 'R' {
+	if s := hermestest.StateOf(sleeper.Process.Pid); s != 'S' && s != 'R' {
 		t.Fatalf("the process now at pid %d was touched: state %c", sleeper.Process.Pid, s)
 	}
 }
@@ -185,13 +171,13 @@ func TestResumedIncidentBeforeFirstCheck(t *testing.T) {
 		})
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 		waitHolder(t, a, db, w.Pid)
-		renameFreshOver(t, db)
+		hermestest.RenameFreshOver(t, db)
 		inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := a.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if s := procState(t, w.Pid); s != 'T' {
+		if s := hermestest.StateOf(w.Pid); s != 'T' {
 			t.Fatalf("round %d: the held writer is %c after the agent stopped, want still stopped", round, s)
 		}
 		a2, err := Start(ctx, opts)

@@ -19,19 +19,19 @@ func TestReplacedIncident(t *testing.T) {
 	waitHolder(t, a, db, w.Pid)
 	// Rows older than the replace margin before the restore are the ones
 	// the restore rolls back on purpose; let the writer make some.
-	eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 		acks := w.Acks(t)
 		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
 	})
 
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	start := time.Now()
 	os.Remove(db + "-wal")
 	os.Remove(db + "-shm")
 	// Stopped, or already terminated by the policy (its exit is checked
 	// below); never still running past the deadline.
-	eventually(t, "the writer to be stopped", 5*time.Second, func() bool {
-		st := procState(t, w.Pid)
+	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool {
+		st := hermestest.StateOf(w.Pid)
 		return st == 'T' || st == 'Z' || st == 'X'
 	})
 	t.Logf("writer stopped %v after the restore", time.Since(start))

@@ -64,14 +64,14 @@ func TestMispairedIncident(t *testing.T) {
 	a := startAgent(t, home, nil)
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s1", Rate: 300, CheckpointEvery: -1})
 	waitHolder(t, a, db, w1.Pid)
-	eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 		acks := w1.Acks(t)
 		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
 	})
 
 	oldWAL := inode(t, db+"-wal")
 	oldSHM := inode(t, db+"-shm")
-	renameFreshOver(t, db)
+	hermestest.RenameFreshOver(t, db)
 	renamed := time.Now()
 	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
 	if inc.Kind != journal.KindMispaired || inc.State != journal.StateResolved {

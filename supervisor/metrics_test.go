@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // scrape GETs /metrics and parses it with Prometheus' text parser.
@@ -206,7 +208,7 @@ func TestMetricsServerStopsWithContext(t *testing.T) {
 	}
 	scrape(t, srv.Addr())
 	cancel()
-	waitFor(t, "the server to stop", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "the server to stop", 10*time.Second, func() bool {
 		resp, err := http.Get("http://" + srv.Addr() + "/metrics")
 		if err == nil {
 			resp.Body.Close()

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
-	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -35,43 +31,6 @@ func TestGuardUsage(t *testing.T) {
 	}
 }
 
-// guardAgent runs agentd in this process with the guard on.
-func guardAgent(t *testing.T, home string) *supervisor.Agent {
-	t.Helper()
-	lw := &logTo{t: t, on: true}
-	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
-	sockDir, err := os.MkdirTemp("", "sg-ctl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := supervisor.Start(ctx, supervisor.Options{
-		StateDir:  filepath.Join(t.TempDir(), "state"),
-		Socket:    filepath.Join(sockDir, "agent.sock"),
-		Reconcile: 300 * time.Millisecond,
-		Guard:     true,
-		Discover: store.DiscoverOptions{
-			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
-			UserHome:        "/nonexistent",
-			CurrentUserOnly: true,
-		},
-		Logger: slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := a.Close(ctx); err != nil {
-			t.Errorf("agent close: %v", err)
-		}
-	})
-	return a
-}
-
 // guard off pauses the store's guard (status shows it with its reason and
 // end), guard on re-arms it at once.
 func TestGuardOffOn(t *testing.T) {
@@ -81,12 +40,12 @@ func TestGuardOffOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 3, Linger: true})
-	a := guardAgent(t, home)
+	a, _, _ := startAgent(t, home, func(o *supervisor.Options) { o.Guard = true })
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	guardOf := func() *supervisor.GuardStatus {
 		return storeOf(t, decodeStatus(t, ctl(t, vars, "status", "--json")), db).Guard
 	}
-	eventually(t, "the guard armed", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "the guard armed", 10*time.Second, func() bool {
 		g := guardOf()
 		return g != nil && g.State == supervisor.GuardArmed
 	})

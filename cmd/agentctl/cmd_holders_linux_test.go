@@ -77,8 +77,10 @@ func TestHoldersRenamedMainIsOrphan(t *testing.T) {
 	if err := os.Rename(moved, db); err != nil {
 		t.Fatal(err)
 	}
-	a, _, _ := startAgent(t, home, supervisor.PolicySet{Replaced: supervisor.PolicyObserve,
-		SidecarLost: supervisor.PolicyObserve, Mispaired: supervisor.PolicyObserve})
+	a, _, _ := startAgent(t, home, func(o *supervisor.Options) {
+		o.Policies = supervisor.PolicySet{Replaced: supervisor.PolicyObserve,
+			SidecarLost: supervisor.PolicyObserve, Mispaired: supervisor.PolicyObserve}
+	})
 	vars = map[string]string{socketEnv: a.SocketPath()}
 	if r := ctl(t, vars, "holders", "--json"); r.code != exitOK || holderLineOf(decodeHolders(t, r), w.Pid) == nil {
 		t.Fatalf("before the move: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -87,7 +89,7 @@ func TestHoldersRenamedMainIsOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r ctlResult
-	eventually(t, "agentd to see the orphan main", 10*time.Second, func() bool {
+	hermestest.Eventually(t, "agentd to see the orphan main", 10*time.Second, func() bool {
 		r = ctl(t, vars, "holders", "--json")
 		l := holderLineOf(decodeHolders(t, r), w.Pid)
 		return l != nil && slices.Contains(l.OrphanRoles, "main")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -70,37 +68,12 @@ func startRestoreAgent(t *testing.T, home string, pol supervisor.PolicySet) (*su
 	t.Helper()
 	lg := &agentLog{t: t, on: true}
 	t.Cleanup(func() { lg.mu.Lock(); lg.on = false; lg.mu.Unlock() })
-	sock, err := os.MkdirTemp("", "sg-rst-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sock) })
 	m := supervisor.NewMetrics()
-	pol.Grace = 5 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := supervisor.Start(ctx, supervisor.Options{
-		StateDir:  filepath.Join(t.TempDir(), "state"),
-		Socket:    filepath.Join(sock, "agent.sock"),
-		Reconcile: 200 * time.Millisecond,
-		Discover: store.DiscoverOptions{
-			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
-			UserHome:        "/nonexistent",
-			CurrentUserOnly: true,
-		},
-		Policies: pol,
-		Metrics:  m,
-		Logger:   slog.New(slog.NewTextHandler(lg, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := a.Close(ctx); err != nil {
-			t.Errorf("agent close: %v", err)
-		}
+	a, _, _ := startAgent(t, home, func(o *supervisor.Options) {
+		o.Reconcile, o.Metrics = 200*time.Millisecond, m
+		pol.Grace = o.Policies.Grace
+		o.Policies = pol
+		o.Logger = slog.New(slog.NewTextHandler(lg, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	return a, m, lg
 }
@@ -128,7 +101,7 @@ func settled(t *testing.T, m *supervisor.Metrics, since time.Time) {
 	t.Helper()
 	mark := float64(since.UnixNano()) / 1e9
 	var first float64
-	eventually(t, "two reconciles after the restore", 30*time.Second, func() bool {
+	hermestest.Eventually(t, "two reconciles after the restore", 30*time.Second, func() bool {
 		r := lastReconcile(t, m)
 		if r > mark && first == 0 {
 			first = r
@@ -157,11 +130,11 @@ func TestRestoreDaemonStopWriters(t *testing.T) {
 	a, m, lg := startRestoreAgent(t, f.home, supervisor.PolicySet{})
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 300})
-	waitForAcks(t, w, 10)
-	vacuumBackup(t, f.db, f.backup+".2")
+	w.WaitAcks(t, 10)
+	hermestest.VacuumInto(t, f.db, f.backup+".2")
 	seq := backupSeq(t, f.backup+".2")
-	waitForAcks(t, w, int(seq)+30)
-	eventually(t, "agentd to see the writer", 20*time.Second, func() bool {
+	w.WaitAcks(t, int(seq)+30)
+	hermestest.Eventually(t, "agentd to see the writer", 20*time.Second, func() bool {
 		p := holderOf(storeOf(t, decodeStatus(t, ctl(t, vars, "status", "--json")), f.db), w.Pid)
 		return p != nil && len(heldRoles(p)) == 3
 	})
@@ -178,7 +151,7 @@ func TestRestoreDaemonStopWriters(t *testing.T) {
 		t.Fatal("inode changed")
 	}
 	n := len(w.Acks(t))
-	waitForAcks(t, w, n+20)
+	w.WaitAcks(t, n+20)
 	settled(t, m, end)
 	noIncidents(t, a)
 	if !lg.has("event="+supervisor.EventRestoreBegin, "mode=online") || !lg.has("event="+supervisor.EventRestoreEnd, "result=done") {
@@ -209,7 +182,7 @@ func TestRestoreDaemonPublish(t *testing.T) {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	mustContain(t, "stdout", r.stdout, "knows this restore is intended", "publish")
-	eventually(t, "the daemon to see the new generation", 20*time.Second, func() bool {
+	hermestest.Eventually(t, "the daemon to see the new generation", 20*time.Second, func() bool {
 		for _, s := range lg.after("event=" + supervisor.EventRestoreEnd) {
 			// Classified after the settle, just after the end: still the
 			// restore's change.
@@ -235,14 +208,14 @@ func TestRestoreDaemonRefusesDuringIncident(t *testing.T) {
 	a, _, _ := startRestoreAgent(t, f.home, supervisor.PolicySet{Replaced: supervisor.PolicyHold})
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 200})
-	waitForAcks(t, w, 5)
-	eventually(t, "agentd to see the writer", 20*time.Second, func() bool {
+	w.WaitAcks(t, 5)
+	hermestest.Eventually(t, "agentd to see the writer", 20*time.Second, func() bool {
 		p := holderOf(storeOf(t, decodeStatus(t, ctl(t, vars, "status", "--json")), f.db), w.Pid)
 		return p != nil && len(heldRoles(p)) == 3
 	})
 	renameFreshOver(t, f.db)
 	var inc journal.Incident
-	eventually(t, "a held incident", 15*time.Second, func() bool {
+	hermestest.Eventually(t, "a held incident", 15*time.Second, func() bool {
 		incs := incidentsJSON(t, vars)
 		if len(incs) == 1 && incs[0].State == journal.StatePinned {
 			inc = incs[0]

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/store"
@@ -56,7 +55,7 @@ func newRestoreFixture(t *testing.T, messages int) *restoreFixture {
 		t.Fatal(err)
 	}
 	appendRows(t, f.db, "s1", messages)
-	vacuumBackup(t, f.db, f.backup)
+	hermestest.VacuumInto(t, f.db, f.backup)
 	return f
 }
 
@@ -86,18 +85,6 @@ func appendRows(t *testing.T, db, session string, n int) {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func vacuumBackup(t *testing.T, db, dst string) {
-	t.Helper()
-	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -208,16 +195,6 @@ func sawRestore(t *testing.T, db string, seq int64, acks []hermestest.Ack, sessi
 			t.Fatalf("row seq %d id %d acknowledged after the restore is not in the store", a.Seq, a.ID)
 		}
 	}
-}
-
-func waitForAcks(t *testing.T, w *hermestest.Writer, n int) {
-	t.Helper()
-	eventually(t, fmt.Sprintf("%d acks", n), 30*time.Second, func() bool {
-		if exited, err := w.Exited(); exited {
-			t.Fatalf("writer exited: %v", err)
-		}
-		return len(w.Acks(t)) >= n
-	})
 }
 
 func mustContain(t *testing.T, what, s string, subs ...string) {

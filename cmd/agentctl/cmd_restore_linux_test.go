@@ -18,7 +18,7 @@ import (
 func TestRestoreRefusesHeldStore(t *testing.T) {
 	f := newRestoreFixture(t, 5)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 20, Linger: true})
-	waitForAcks(t, w, 20)
+	w.WaitAcks(t, 20)
 	before := storeBytes(t, f.home)
 
 	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
@@ -42,11 +42,11 @@ func TestRestoreStopWriters(t *testing.T) {
 		t.Run(pol, func(t *testing.T) {
 			f := newRestoreFixture(t, 0)
 			w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 300})
-			waitForAcks(t, w, 10)
-			vacuumBackup(t, f.db, f.backup+".2") // the backup: the store some rows ago
+			w.WaitAcks(t, 10)
+			hermestest.VacuumInto(t, f.db, f.backup+".2") // the backup: the store some rows ago
 			backup := f.backup + ".2"
 			seq := backupSeq(t, backup)
-			waitForAcks(t, w, int(seq)+30)
+			w.WaitAcks(t, int(seq)+30)
 			ino := inode(t, f.db)
 
 			cfg := filepath.Join(t.TempDir(), "agent.toml")
@@ -64,7 +64,7 @@ func TestRestoreStopWriters(t *testing.T) {
 			switch pol {
 			case "resume":
 				n := len(w.Acks(t))
-				waitForAcks(t, w, n+20)
+				w.WaitAcks(t, n+20)
 				if err := w.Stop(10 * time.Second); err != nil {
 					t.Fatal(err)
 				}
@@ -98,7 +98,7 @@ func TestRestoreStopWriters(t *testing.T) {
 func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
 	f := newRestoreFixture(t, 3)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 5, Linger: true})
-	waitForAcks(t, w, 5)
+	w.WaitAcks(t, 5)
 	for _, s := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(f.db + s); err != nil {
 			t.Fatal(err)
@@ -116,7 +116,7 @@ func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
 			t.Fatalf("directory changed:\n%s", got)
 		}
 	}
-	if procState(w.Pid) == 'T' {
+	if hermestest.StateOf(w.Pid) == 'T' {
 		t.Fatal("a refused restore left the writer frozen")
 	}
 }
@@ -211,7 +211,7 @@ func TestRestoreUnprivileged(t *testing.T) {
 	}
 	appendRows(t, db, "s1", 3)
 	backup := filepath.Join(home, "backup.db")
-	vacuumBackup(t, db, backup)
+	hermestest.VacuumInto(t, db, backup)
 	appendRows(t, db, "s2", 2)
 	for _, p := range []string{home, db, db + "-wal", db + "-shm", backup} {
 		if err := os.Lchown(p, nobody, nobody); err != nil && !os.IsNotExist(err) {
@@ -248,7 +248,7 @@ func TestRestoreUnprivileged(t *testing.T) {
 	// A writer nobody cannot inspect (root's) is a holder by its locks:
 	// the restore refuses, naming it.
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 50})
-	waitForAcks(t, w, 2)
+	w.WaitAcks(t, 2)
 	code, out = run(backup)
 	if code != exitRefused {
 		t.Fatalf("held by root's writer: exit %d, want %d\n%s", code, exitRefused, out)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,51 +18,26 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-// logTo sends the agent's log to t.Log until the test ends, so a failure
-// shows every event.
-type logTo struct {
-	mu sync.Mutex
-	t  *testing.T
-	on bool
-}
-
-func (w *logTo) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.on {
-		w.t.Log(strings.TrimRight(string(b), "\n"))
-	}
-	return len(b), nil
-}
-
-// startAgent runs agentd in this process on home, with its socket under a
-// short directory (unix socket paths are limited to 108 bytes).
+// startAgent runs agentd in this process on home (socket under a short
+// directory, 300 ms reconcile, 5 s terminate grace), as mod adjusts it.
 // stop closes the agent once; the cleanup calls it too.
-func startAgent(t *testing.T, home string, policies supervisor.PolicySet) (a *supervisor.Agent, stateDir string, stop func()) {
+func startAgent(t *testing.T, home string, mod func(*supervisor.Options)) (a *supervisor.Agent, stateDir string, stop func()) {
 	t.Helper()
-	lw := &logTo{t: t, on: true}
-	t.Cleanup(func() { lw.mu.Lock(); lw.on = false; lw.mu.Unlock() })
-	sockDir, err := os.MkdirTemp("", "sg-ctl-")
-	if err != nil {
-		t.Fatal(err)
+	env := hermestest.NewAgentEnv(t, home)
+	o := supervisor.Options{
+		StateDir:  env.StateDir,
+		Socket:    env.Socket,
+		Reconcile: 300 * time.Millisecond,
+		Discover:  store.DiscoverOptions{Getenv: env.Getenv, UserHome: "/nonexistent", CurrentUserOnly: true},
+		Policies:  supervisor.PolicySet{Grace: 5 * time.Second},
+		Logger:    env.Logger,
 	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	stateDir = filepath.Join(t.TempDir(), "state")
-	policies.Grace = 5 * time.Second
+	if mod != nil {
+		mod(&o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err = supervisor.Start(ctx, supervisor.Options{
-		StateDir:  stateDir,
-		Socket:    filepath.Join(sockDir, "agent.sock"),
-		Reconcile: 300 * time.Millisecond,
-		Discover: store.DiscoverOptions{
-			Getenv:          func(k string) string { return map[string]string{"HERMES_HOME": home}[k] },
-			UserHome:        "/nonexistent",
-			CurrentUserOnly: true,
-		},
-		Policies: policies,
-		Logger:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	a, err := supervisor.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,19 +52,7 @@ func startAgent(t *testing.T, home string, policies supervisor.PolicySet) (a *su
 		})
 	}
 	t.Cleanup(stop)
-	return a, stateDir, stop
-}
-
-func procState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 'X'
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return '?'
-	}
-	return b[i+2]
+	return a, o.StateDir, stop
 }
 
 func incidentsJSON(t *testing.T, vars map[string]string, args ...string) []journal.Incident {
@@ -116,12 +77,12 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	a, stateDir, stop := startAgent(t, home, supervisor.PolicySet{Replaced: supervisor.PolicyHold})
+	a, stateDir, stop := startAgent(t, home, func(o *supervisor.Options) { o.Policies.Replaced = supervisor.PolicyHold })
 	vars := map[string]string{socketEnv: a.SocketPath()}
 
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	var st supervisor.Status
-	eventually(t, "agentd to report the writer as a holder", 20*time.Second, func() bool {
+	hermestest.Eventually(t, "agentd to report the writer as a holder", 20*time.Second, func() bool {
 		st = decodeStatus(t, ctl(t, vars, "status", "--json"))
 		p := holderOf(storeOf(t, st, db), w.Pid)
 		return p != nil && len(heldRoles(p)) == 3
@@ -143,7 +104,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 
 	renameFreshOver(t, db)
 	var inc journal.Incident
-	eventually(t, "a pinned incident", 15*time.Second, func() bool {
+	hermestest.Eventually(t, "a pinned incident", 15*time.Second, func() bool {
 		incs := incidentsJSON(t, vars)
 		if len(incs) == 1 && incs[0].State == journal.StatePinned {
 			inc = incs[0]
@@ -154,7 +115,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	if inc.Kind != journal.KindReplaced || inc.Policy != string(supervisor.PolicyHold) || inc.Store != db {
 		t.Fatalf("incident %+v", inc)
 	}
-	eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return procState(w.Pid) == 'T' })
+	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return hermestest.StateOf(w.Pid) == 'T' })
 
 	r = ctl(t, vars, "incidents")
 	if !strings.Contains(r.stdout, inc.ID) || !strings.Contains(r.stdout, "pinned") || !strings.Contains(r.stdout, "hold") {
@@ -184,7 +145,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	if r := ctl(t, vars, "release", inc.ID, "--kill", "--resume"); r.code != exitUsage {
 		t.Errorf("release with two decisions: exit %d", r.code)
 	}
-	if procState(w.Pid) != 'T' {
+	if hermestest.StateOf(w.Pid) != 'T' {
 		t.Fatalf("the writer is no longer stopped before the release")
 	}
 
@@ -200,7 +161,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	if ws, ok := w.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("writer ended with %v, want SIGKILL", w.Cmd.ProcessState)
 	}
-	eventually(t, "the incident to resolve", 30*time.Second, func() bool {
+	hermestest.Eventually(t, "the incident to resolve", 30*time.Second, func() bool {
 		incs := incidentsJSON(t, vars, "--all")
 		return len(incs) == 1 && incs[0].State.Terminal()
 	})

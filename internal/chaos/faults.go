@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // Fault kinds, in the order the table prints them. The names are stable:
@@ -400,7 +402,7 @@ func (r *run) measureFreeze(kind string, p *profile, pids []int, t0 time.Time) {
 		deadline := t0.Add(3 * time.Second)
 		for len(pending) > 0 && time.Now().Before(deadline) {
 			for pid := range pending {
-				st, err := procState(pid)
+				st, err := hermestest.ProcState(pid)
 				switch {
 				case err != nil || st == 'Z':
 					delete(pending, pid)

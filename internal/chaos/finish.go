@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // finish ends the run: let every incident and replay job finish, check
@@ -91,9 +93,9 @@ func (r *run) checkStopped() {
 		if pid == 0 {
 			return
 		}
-		st, err := procState(pid)
+		st, err := hermestest.ProcState(pid)
 		if err != nil {
-			if errors.Is(err, errNoProcState) {
+			if errors.Is(err, hermestest.ErrNoProc) {
 				r.rep.StoppedUnknown = err.Error()
 			}
 			return

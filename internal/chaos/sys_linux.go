@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,21 +28,6 @@ func unmount(dir string) error {
 		return unix.Unmount(dir, unix.MNT_DETACH)
 	}
 	return nil
-}
-
-// procState is the state letter of /proc/<pid>/stat (R, S, T, t, Z, ...).
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may contain spaces and parentheses; the state is
-	// the first field after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	return b[i+2], nil
 }
 
 // stoppedState reports whether a state letter is a stopped process.

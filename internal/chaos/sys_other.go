@@ -10,8 +10,6 @@ func mountTmpfs(dir, size string) error {
 
 func unmount(dir string) error { return nil }
 
-func procState(pid int) (byte, error) { return 0, errNoProcState }
-
 func stoppedState(s byte) bool { return s == 'T' }
 
 func deletedFds(pid int, dir string) ([]string, error) { return nil, errNoProcState }

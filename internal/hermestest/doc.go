@@ -3,4 +3,11 @@
 // triggers, and a helper that builds and spawns the test writer program
 // (./writer), a live WAL-mode writer that acknowledges each committed
 // message in an ack file.
+//
+// It also holds what every package's real-process tests share: waiting
+// with a deadline (Eventually, Writer.WaitAcks, Writer.AcksGrow), a
+// process's state (ProcState), a backup and a restore (VacuumInto,
+// RenameFreshOver), and the surroundings of an agent run in a test
+// (AgentEnv, TestLogger). It imports nothing of stateguard, so any
+// package's own tests can use it.
 package hermestest

@@ -1,0 +1,45 @@
+package hermestest
+
+import (
+	"testing"
+	"time"
+)
+
+// Eventually polls cond every few milliseconds until it holds, and fails
+// tb once d has passed without it: the wait of every real-process test,
+// never a sleep standing in for an event.
+func Eventually(tb testing.TB, what string, d time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WaitAcks waits until the writer has acknowledged at least n messages
+// and returns them; it fails tb if the writer exits first or 30 s pass.
+func (w *Writer) WaitAcks(tb testing.TB, n int) []Ack {
+	tb.Helper()
+	var acks []Ack
+	Eventually(tb, "the writer's acks", 30*time.Second, func() bool {
+		acks = w.Acks(tb)
+		if len(acks) >= n {
+			return true
+		}
+		if done, err := w.Exited(); done {
+			tb.Fatalf("writer %d exited after %d of %d acks: %v", w.Pid, len(acks), n, err)
+		}
+		return false
+	})
+	return acks
+}
+
+// AcksGrow waits until the writer has acknowledged n more messages than
+// it had when called: it is still committing.
+func (w *Writer) AcksGrow(tb testing.TB, n int) {
+	tb.Helper()
+	w.WaitAcks(tb, len(w.Acks(tb))+n)
+}
