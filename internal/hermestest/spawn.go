@@ -135,11 +135,18 @@ func SpawnWriter(bin string, o WriterOptions, timeout time.Duration) (*Writer, e
 	if o.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
 	}
-	stdout, err := cmd.StdoutPipe()
+	// An os.Pipe, not cmd.StdoutPipe: Wait (in its own goroutine below)
+	// closes a StdoutPipe as soon as the process exits, and a writer
+	// with a small Count can exit before "ready" is read.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("start writer: %w", err)
 	}
 	w := &Writer{Cmd: cmd, Pid: cmd.Process.Pid, AckPath: o.Ack, done: make(chan struct{})}
@@ -155,6 +162,7 @@ func SpawnWriter(bin string, o WriterOptions, timeout time.Duration) (*Writer, e
 			ready <- nil
 		}
 		_, _ = io.Copy(io.Discard, r)
+		stdout.Close()
 	}()
 	go func() {
 		w.waitErr = cmd.Wait()
