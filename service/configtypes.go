@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/incident"
 )
 
 // Duration is a TOML string such as "10s" or "15m". It remembers whether it
@@ -63,14 +63,14 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 }
 
 // Policy is a release policy; the supervisor owns its names.
-type Policy = supervisor.Policy
+type Policy = incident.Policy
 
 const (
-	PolicyTerminate = supervisor.PolicyTerminate
-	PolicyKill      = supervisor.PolicyKill
-	PolicyResume    = supervisor.PolicyResume
-	PolicyHold      = supervisor.PolicyHold
-	PolicyObserve   = supervisor.PolicyObserve
+	PolicyTerminate = incident.PolicyTerminate
+	PolicyKill      = incident.PolicyKill
+	PolicyResume    = incident.PolicyResume
+	PolicyHold      = incident.PolicyHold
+	PolicyObserve   = incident.PolicyObserve
 )
 
 // LogFormat selects the log handler.

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -15,7 +16,7 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 		Socket:          c.Socket,
 		Reconcile:       c.Reconcile.D,
 		Policies:        c.Policy.set(),
-		StorePolicies:   map[string]supervisor.PolicySet{},
+		StorePolicies:   map[string]incident.PolicySet{},
 		Exclude:         c.Exclude,
 		CaptureMaxBytes: int64(c.Capture.MaxBytes),
 		Logger:          log,
@@ -39,6 +40,6 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 	return o
 }
 
-func (p PolicyConfig) set() supervisor.PolicySet {
-	return supervisor.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Grace: p.Grace.D}
+func (p PolicyConfig) set() incident.PolicySet {
+	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Grace: p.Grace.D}
 }

@@ -14,6 +14,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/watcher"
@@ -31,9 +32,9 @@ type Options struct {
 	// DisableNotify turns fsnotify off (the polling baseline).
 	DisableNotify bool
 	Discover      store.DiscoverOptions
-	Policies      PolicySet
+	Policies      incident.PolicySet
 	// StorePolicies overrides Policies per store path.
-	StorePolicies map[string]PolicySet
+	StorePolicies map[string]incident.PolicySet
 	// Exclude lists executable base names that are never signalled.
 	Exclude []string
 	// CaptureMaxBytes is the per-capture budget; 0 means free space only.
@@ -55,6 +56,8 @@ type Options struct {
 	// (holders.RuleLocks when empty); status, restore and incidents all
 	// judge by it.
 	Verdict holders.Rule
+	// Hooks are the incident engine's test seams (nil: none).
+	Hooks incident.Hooks
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the
@@ -94,94 +97,26 @@ type Agent struct {
 // resumes unfinished incidents and starts watching. It returns once every
 // store has had its first check.
 func Start(ctx context.Context, opts Options) (*Agent, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.StateDir == "" {
-		opts.StateDir = DefaultStateDir(os.Getenv, os.Geteuid())
-	}
-	if opts.Socket == "" {
-		opts.Socket = filepath.Join(DefaultRuntimeDir(os.Getenv, os.Geteuid()), SocketFile)
-	}
-	if opts.Reconcile <= 0 {
-		opts.Reconcile = 10 * time.Second
-	}
+	opts = opts.withDefaults()
 	enableOFDLocking(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
-		verdicts: map[string]holders.Verdict{}}
+		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1)}
 	a.cache.SetRule(opts.Verdict)
-	if err := PrepareStateDir(opts.StateDir); err != nil {
-		return nil, err
-	}
-	lock, err := AcquireLock(opts.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	a.lock = lock
-	fail := func(err error) (*Agent, error) {
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	if err := a.openState(ctx); err != nil {
 		a.release()
 		return nil, err
 	}
-	a.journal, err = journal.Open(ctx, filepath.Join(opts.StateDir, journal.FileName), opts.Logger)
-	if err != nil {
-		return fail(err)
+	if err := a.startWorkers(ctx); err != nil {
+		a.stopWorkers()
+		a.release()
+		return nil, err
 	}
-	if n, err := a.journal.RequeueRunning(ctx); err != nil {
-		return fail(err)
-	} else if n > 0 {
-		a.log.Info("replay jobs left running by a previous agent requeued", "jobs", n)
+	if err := a.serve(ctx); err != nil {
+		a.stopWorkers()
+		a.release()
+		return nil, err
 	}
-	a.watch, err = watcher.New(watcher.Config{Reconcile: opts.Reconcile, DisableNotify: opts.DisableNotify, Logger: opts.Logger})
-	if err != nil {
-		return fail(fmt.Errorf("start watcher: %w", err))
-	}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-
-	// Unfinished incidents go to their store's worker before it first
-	// looks at the store: a check that came first would take the frozen
-	// orphan of a resumed incident for a new one, and open a second
-	// incident that captures and replays the same rows again.
-	unfinished, err := a.journal.Unfinished(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	a.resumes = map[string][]journal.Incident{}
-	for _, inc := range unfinished {
-		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
-	}
-	if err := a.refreshStores(); err != nil {
-		return fail(err)
-	}
-	for _, inc := range unfinished {
-		if a.worker(inc.Store) == nil {
-			// The store is no longer discovered; its incident still
-			// needs finishing, so give it a worker of its own.
-			a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
-		}
-	}
-	a.fullScan()
-	a.mu.Lock()
-	for _, w := range a.workers {
-		w.kick(time.Now())
-	}
-	a.mu.Unlock()
-
-	if opts.Socket != "-" {
-		a.ctl, err = ListenControl(opts.Socket, a.apiHandler(), opts.Logger)
-		if err != nil {
-			return fail(err)
-		}
-	}
-	if opts.MetricsListen != "" {
-		a.metrics, err = opts.Metrics.Serve(a.ctx, opts.MetricsListen, opts.Logger)
-		if err != nil {
-			if a.ctl != nil {
-				_ = a.ctl.Close(ctx)
-			}
-			return fail(fmt.Errorf("metrics endpoint: %w", err))
-		}
-	}
-	a.reconcileC = make(chan struct{}, 1)
 	a.wg.Add(3)
 	go a.eventLoop()
 	go a.reconcileLoop()
@@ -193,6 +128,123 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
 		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
 	return a, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir(os.Getenv, os.Geteuid())
+	}
+	if o.Socket == "" {
+		o.Socket = filepath.Join(DefaultRuntimeDir(os.Getenv, os.Geteuid()), SocketFile)
+	}
+	if o.Reconcile <= 0 {
+		o.Reconcile = 10 * time.Second
+	}
+	return o
+}
+
+// openState prepares the state directory, takes its lock and opens the
+// journal; replay jobs a dead agent left running are queued again.
+func (a *Agent) openState(ctx context.Context) error {
+	if err := PrepareStateDir(a.opts.StateDir); err != nil {
+		return err
+	}
+	lock, err := AcquireLock(a.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	a.lock = lock
+	a.journal, err = journal.Open(ctx, filepath.Join(a.opts.StateDir, journal.FileName), a.opts.Logger)
+	if err != nil {
+		return err
+	}
+	if n, err := a.journal.RequeueRunning(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		a.log.Info("replay jobs left running by a previous agent requeued", "jobs", n)
+	}
+	return nil
+}
+
+// startWorkers starts the watcher and one worker per store, each with the
+// incidents of its store a previous agent left unfinished, and gives
+// every store its first check after a full scan.
+func (a *Agent) startWorkers(ctx context.Context) error {
+	var err error
+	a.watch, err = watcher.New(watcher.Config{Reconcile: a.opts.Reconcile, DisableNotify: a.opts.DisableNotify, Logger: a.opts.Logger})
+	if err != nil {
+		return fmt.Errorf("start watcher: %w", err)
+	}
+	// Unfinished incidents go to their store's worker before it first
+	// looks at the store: a check that came first would take the frozen
+	// orphan of a resumed incident for a new one, and open a second
+	// incident that captures and replays the same rows again.
+	unfinished, err := a.journal.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	a.resumes = map[string][]journal.Incident{}
+	for _, inc := range unfinished {
+		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
+	}
+	if err := a.refreshStores(); err != nil {
+		return err
+	}
+	for _, inc := range unfinished {
+		if a.worker(inc.Store) == nil {
+			// The store is no longer discovered; its incident still
+			// needs finishing, so give it a worker of its own.
+			a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
+		}
+	}
+	a.fullScan()
+	now := time.Now()
+	for _, w := range a.allWorkers() {
+		w.kick(now)
+	}
+	return nil
+}
+
+// serve opens the control socket and the metrics endpoint.
+func (a *Agent) serve(ctx context.Context) error {
+	var err error
+	if a.opts.Socket != "-" {
+		if a.ctl, err = ListenControl(a.opts.Socket, a.apiHandler(), a.opts.Logger); err != nil {
+			return err
+		}
+	}
+	if a.opts.MetricsListen != "" {
+		if a.metrics, err = a.opts.Metrics.Serve(a.ctx, a.opts.MetricsListen, a.opts.Logger); err != nil {
+			if a.ctl != nil {
+				_ = a.ctl.Close(ctx)
+			}
+			return fmt.Errorf("metrics endpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) allWorkers() []*worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// stopWorkers lets every worker finish its step in flight and stop.
+func (a *Agent) stopWorkers() {
+	if a.watch != nil {
+		_ = a.watch.Close(context.Background())
+	}
+	for _, w := range a.allWorkers() {
+		w.stopAndWait()
+	}
 }
 
 // enableOFDLocking makes the agent's own SQLite connections use OFD locks,
@@ -243,6 +295,7 @@ func (a *Agent) Close(ctx context.Context) error {
 }
 
 func (a *Agent) release() {
+	a.cancel()
 	if a.journal != nil {
 		_ = a.journal.Close()
 	}
@@ -474,7 +527,7 @@ func (a *Agent) Reload(o Options) {
 }
 
 // policies returns the policy set for a store.
-func (a *Agent) policies(path string) PolicySet {
+func (a *Agent) policies(path string) incident.PolicySet {
 	a.optMu.RLock()
 	defer a.optMu.RUnlock()
 	if p, ok := a.opts.StorePolicies[path]; ok {

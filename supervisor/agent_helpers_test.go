@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
@@ -36,7 +37,7 @@ func startAgent(t testing.TB, home string, mod func(*Options)) *Agent {
 		Socket:    env.Socket,
 		Reconcile: 500 * time.Millisecond,
 		Discover:  store.DiscoverOptions{Getenv: env.Getenv, UserHome: "/nonexistent", CurrentUserOnly: true},
-		Policies:  PolicySet{Grace: 5 * time.Second},
+		Policies:  incident.PolicySet{Grace: 5 * time.Second},
 		Logger:    env.Logger,
 	}
 	if mod != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -76,7 +77,7 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 			}
 			events[doc.Event]++
 		}
-		return events[EventIncidentOpened] == 1 && events[EventHolderFrozen] == 1
+		return events[incident.EventIncidentOpened] == 1 && events[incident.EventHolderFrozen] == 1
 	})
 
 	fams := scrape(t, a.metrics.Addr())

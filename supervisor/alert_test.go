@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -109,9 +110,9 @@ func TestAlertOneJSONDocumentPerEvent(t *testing.T) {
 	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, RateLimit: -1}, log)
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.FixedZone("x", 3600))
 	sent := []Alert{
-		{Event: EventIncidentOpened, Level: slog.LevelError, Store: "/h/a/state.db", Time: t0,
+		{Event: incident.EventIncidentOpened, Level: slog.LevelError, Store: "/h/a/state.db", Time: t0,
 			Fields: map[string]any{"kind": "replaced", "holders": 2, "err": errors.New("boom"), "wait": 1500 * time.Millisecond}},
-		{Event: EventCaptureWritten, Level: slog.LevelInfo, Store: "/h/b/state.db", Time: t0.Add(time.Second)},
+		{Event: incident.EventCaptureWritten, Level: slog.LevelInfo, Store: "/h/b/state.db", Time: t0.Add(time.Second)},
 		{Event: EventStallDetected, Level: slog.LevelWarn, Store: "/h/a/state.db", Time: t0.Add(2 * time.Second),
 			Fields: map[string]any{"key": "gw1", "ch": make(chan int)}},
 	}
@@ -182,12 +183,12 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	log, logs := newTestLogger()
 	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, Queue: 2, Timeout: time.Hour, RateLimit: -1}, log)
 
-	a.Send(Alert{Event: EventIncidentOpened, Store: "/s/0"})
+	a.Send(Alert{Event: incident.EventIncidentOpened, Store: "/s/0"})
 	hermestest.Eventually(t, "the alert command to start", 10*time.Second, func() bool { return a.running.Load() == 1 })
 	pid := readPIDs(t, pids)[0]
 	for i := 1; i <= 10; i++ {
 		start := time.Now()
-		a.Send(Alert{Event: EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i), Level: slog.LevelError})
+		a.Send(Alert{Event: incident.EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i), Level: slog.LevelError})
 		if d := time.Since(start); d >= incidentDeadline {
 			t.Fatalf("Send %d took %v while the alert command hangs; the incident deadline is %v", i, d, incidentDeadline)
 		}
@@ -209,7 +210,7 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	if s := a.Stats(); s.Failed != 1 || s.Dropped != 10 {
 		t.Errorf("after Close: %+v, want the running one failed and the queued two dropped", s)
 	}
-	a.Send(Alert{Event: EventIncidentOpened}) // after Close: a no-op, not a panic
+	a.Send(Alert{Event: incident.EventIncidentOpened}) // after Close: a no-op, not a panic
 }
 
 func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
@@ -222,7 +223,7 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 	a := NewAlerter(AlertConfig{Exec: []string{script}, Timeout: 1500 * time.Millisecond}, log)
 	defer closeAlerter(t, a)
 
-	a.Send(Alert{Event: EventCaptureFailed, Store: "/s"})
+	a.Send(Alert{Event: incident.EventCaptureFailed, Store: "/s"})
 	hermestest.Eventually(t, "the timed-out command to be counted failed", 20*time.Second, func() bool { return a.Stats().Failed == 1 })
 	ps := readPIDs(t, pids)
 	if len(ps) != 2 {
@@ -236,7 +237,7 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 		t.Fatalf("%d %s records, want 1", len(recs), EventAlertFailed)
 	}
 	r := recs[0]
-	if !strings.Contains(fmt.Sprint(r["err"]), "timeout") || r["alert_event"] != EventCaptureFailed ||
+	if !strings.Contains(fmt.Sprint(r["err"]), "timeout") || r["alert_event"] != incident.EventCaptureFailed ||
 		r["store"] != "/s" || r["level"] != "ERROR" || !strings.Contains(fmt.Sprint(r["output"]), "waiting") {
 		t.Errorf("failure record %v", r)
 	}
@@ -269,15 +270,15 @@ func TestAlertRateLimit(t *testing.T) {
 	send := func(store, event string, at time.Duration) {
 		a.Send(Alert{Event: event, Store: store, Time: t0.Add(at), Fields: map[string]any{"at": at.String()}})
 	}
-	send("/a", EventIncidentOpened, 0)                // delivered
-	send("/a", EventIncidentOpened, time.Second)      // suppressed
-	send("/a", EventIncidentOpened, 2*time.Second)    // suppressed
-	send("/a", EventCaptureWritten, 2*time.Second)    // other event: delivered
-	send("/b", EventIncidentOpened, 3*time.Second)    // other store: delivered
-	send("/a", EventIncidentOpened, 59*time.Second)   // suppressed
-	send("/a", EventIncidentOpened, 61*time.Second)   // delivered, suppressed: 3
-	send("/a", EventIncidentOpened, 62*time.Second)   // suppressed
-	send("/a", EventIncidentOpened, 2*61*time.Second) // delivered, suppressed: 1
+	send("/a", incident.EventIncidentOpened, 0)                // delivered
+	send("/a", incident.EventIncidentOpened, time.Second)      // suppressed
+	send("/a", incident.EventIncidentOpened, 2*time.Second)    // suppressed
+	send("/a", incident.EventCaptureWritten, 2*time.Second)    // other event: delivered
+	send("/b", incident.EventIncidentOpened, 3*time.Second)    // other store: delivered
+	send("/a", incident.EventIncidentOpened, 59*time.Second)   // suppressed
+	send("/a", incident.EventIncidentOpened, 61*time.Second)   // delivered, suppressed: 3
+	send("/a", incident.EventIncidentOpened, 62*time.Second)   // suppressed
+	send("/a", incident.EventIncidentOpened, 2*61*time.Second) // delivered, suppressed: 1
 	closeAlerter(t, a)
 
 	type got struct {
@@ -297,11 +298,11 @@ func TestAlertRateLimit(t *testing.T) {
 		runs = append(runs, got{doc.Store, doc.Event, fmt.Sprint(doc.Fields["at"]), doc.Fields["suppressed"]})
 	}
 	want := []got{
-		{"/a", EventIncidentOpened, "0s", nil},
-		{"/a", EventCaptureWritten, "2s", nil},
-		{"/b", EventIncidentOpened, "3s", nil},
-		{"/a", EventIncidentOpened, "1m1s", float64(3)},
-		{"/a", EventIncidentOpened, "2m2s", float64(1)},
+		{"/a", incident.EventIncidentOpened, "0s", nil},
+		{"/a", incident.EventCaptureWritten, "2s", nil},
+		{"/b", incident.EventIncidentOpened, "3s", nil},
+		{"/a", incident.EventIncidentOpened, "1m1s", float64(3)},
+		{"/a", incident.EventIncidentOpened, "2m2s", float64(1)},
 	}
 	if fmt.Sprint(runs) != fmt.Sprint(want) {
 		t.Errorf("delivered\n%v\nwant\n%v", runs, want)
@@ -336,7 +337,7 @@ lock; n=$(( $(cat "$d/running") - 1 )); echo $n > "$d/running"; unlock
 	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 2, RateLimit: -1}, log)
 	const n = 6
 	for i := range n {
-		a.Send(Alert{Event: EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i)})
+		a.Send(Alert{Event: incident.EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i)})
 	}
 	peaks := func() []int { return readInts(t, filepath.Join(dir, "peaks")) }
 	hermestest.Eventually(t, "two commands to hold their slots", 10*time.Second, func() bool { return len(peaks()) >= 2 })

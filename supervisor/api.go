@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
@@ -45,7 +46,7 @@ type IncidentView struct {
 
 // ReleaseRequest is the body of POST /v1/incidents/{id}/release.
 type ReleaseRequest struct {
-	How Policy `json:"how"`
+	How incident.Policy `json:"how"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -160,7 +161,7 @@ func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch req.How {
-	case PolicyResume, PolicyTerminate, PolicyKill:
+	case incident.PolicyResume, incident.PolicyTerminate, incident.PolicyKill:
 	default:
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("release how %q: want resume, terminate or kill", req.How))
 		return
@@ -176,7 +177,7 @@ func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var relErr error
-	if err := wk.do(r.Context(), func() { relErr = wk.releaseNow(id, req.How) }); err != nil {
+	if err := wk.do(r.Context(), func() { relErr = wk.eng.Release(id, req.How) }); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 )
 
@@ -41,6 +42,6 @@ func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
-	a.log.Info("replay queued by an operator", "event", EventReplayQueued, "job", job.ID, "store", req.Store, "path", req.Path)
+	a.log.Info("replay queued by an operator", "event", incident.EventReplayQueued, "job", job.ID, "store", req.Store, "path", req.Path)
 	writeJSON(w, http.StatusAccepted, job)
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -36,7 +37,7 @@ func BenchmarkDetectToFreeze(b *testing.B) {
 			home, db := testHome(b)
 			a := startAgent(b, home, func(o *Options) {
 				mode.mod(o)
-				o.Policies = PolicySet{Replaced: PolicyKill, Mispaired: PolicyKill, SidecarLost: PolicyKill}
+				o.Policies = incident.PolicySet{Replaced: incident.PolicyKill, Mispaired: incident.PolicyKill, SidecarLost: incident.PolicyKill}
 				o.Logger = discardLogger()
 			})
 			var lat []time.Duration

@@ -1,6 +1,15 @@
-// Package supervisor runs the incident protocol: one serialized worker per
-// store, a durable journal in the agent's own SQLite database, the replay
-// queue, release policies, alerts and the control API served to agentctl.
+// Package supervisor is the agent: it discovers the stores, watches their
+// directories (package watcher), scans their holders (package holders),
+// and runs one worker per store that detects orphaned generations,
+// freezes their writers from the holder cache, keeps the prevention guard
+// armed and checkpoints idle guarded stores. Each worker hands what it
+// detects to its store's incident engine (package incident) and wakes it.
+// Around the workers: the replay queue that runs the engine's jobs, the
+// stall watch, restore announcements, metrics, and the control API served
+// to agentctl on a unix socket.
 //
-// It holds no platform details; those live in holders and store.
+// The durable record is package journal's; what happens to files and
+// rows is recovery's and store's. It holds no platform details; those
+// live in holders and store. It builds on unix (Linux and macOS are the
+// targets).
 package supervisor

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -27,7 +28,7 @@ func TestHermesOwnDivertReplayedDuringIncident(t *testing.T) {
 	if err := os.WriteFile(jsonl, []byte(line("old transcript", 1000.5)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyObserve })
+	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyObserve })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200})
 	waitHolder(t, a, db, w.Pid)
 	hermestest.RenameFreshOver(t, db)

@@ -3,11 +3,11 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
@@ -105,22 +105,21 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	}
 	dup, err := g.Dup()
 	if err != nil {
-		w.log.Error("cannot keep the unlinked -wal for a capture", "event", EventCaptureFailed, "err", err)
+		w.log.Error("cannot keep the unlinked -wal for a capture", "event", incident.EventCaptureFailed, "err", err)
 		return
 	}
-	var pins []*pin
-	for _, p := range []struct {
-		role holders.Role
-		f    *os.File
-		id   fileid.ID
-	}{{holders.RoleMain, dup.Main, g.IDs().Main}, {holders.RoleWAL, dup.WAL, g.IDs().WAL}, {holders.RoleSHM, dup.SHM, g.IDs().SHM}} {
-		if p.f != nil {
-			pins = append(pins, &pin{role: p.role, id: p.id, f: p.f})
+	ids := g.IDs()
+	w.log.Warn("a -wal holding committed rows was unlinked while no process had the store open",
+		"backlog", fmt.Sprint(bl), "wal", ids.WAL.String())
+	var pins []incident.Pin
+	for _, p := range []incident.Pin{{Role: holders.RoleMain, ID: ids.Main, File: dup.Main},
+		{Role: holders.RoleWAL, ID: ids.WAL, File: dup.WAL}, {Role: holders.RoleSHM, ID: ids.SHM, File: dup.SHM}} {
+		if p.File != nil {
+			pins = append(pins, p)
 		}
 	}
-	w.log.Warn("a -wal holding committed rows was unlinked while no process had the store open",
-		"backlog", fmt.Sprint(bl), "wal", g.IDs().WAL.String())
-	w.openIncident(journal.KindSidecarLost, PolicyObserve, nil, nil, at, generationRecord(old), gen, pins)
+	w.eng.Open(incident.Opening{Kind: journal.KindSidecarLost, Policy: incident.PolicyObserve, At: at,
+		Old: generationRecord(old), New: generationRecord(gen), Pins: pins})
 }
 
 // claimGuardWAL marks the guard's -wal as the orphan of the incident

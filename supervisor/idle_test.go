@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -240,7 +241,7 @@ func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "old", Rate: 300, CheckpointEvery: -1})
 		hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 			acks := w.Acks(t)
-			return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
+			return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*incident.ReplaceMargin
 		})
 		hermestest.RenameFreshOver(t, db) // the main only: mispaired
 		renamed := time.Now()
@@ -258,7 +259,7 @@ func TestQuarantinedSidecarsAreNotALostWAL(t *testing.T) {
 			t.Fatalf("round %d: incidents %+v (%v), want only the mispaired one", round, incs, err)
 		}
 		rows := dbRows(t, db)
-		checkExactlyOnce(t, w.Acks(t), rows, renamed, renamed.Add(-replaceMargin-100*time.Millisecond))
+		checkExactlyOnce(t, w.Acks(t), rows, renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
 		checkExactlyOnce(t, next.Acks(t), rows, time.Time{}, time.Time{})
 	}
 }

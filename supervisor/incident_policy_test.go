@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -21,7 +22,7 @@ import (
 // its rows are captured once it exits on its own.
 func TestObservePolicy(t *testing.T) {
 	home, db := testHome(t)
-	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyObserve })
+	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyObserve })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	waitHolder(t, a, db, w.Pid)
 	hermestest.RenameFreshOver(t, db)
@@ -66,7 +67,7 @@ func countAfter(acks []hermestest.Ack, t0 time.Time) int {
 // control socket.
 func TestHoldPolicyAndRelease(t *testing.T) {
 	home, db := testHome(t)
-	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = PolicyHold })
+	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyHold })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
 	waitHolder(t, a, db, w.Pid)
 	hermestest.RenameFreshOver(t, db)
@@ -139,7 +140,7 @@ func TestResumeNeverSignalsARecycledPid(t *testing.T) {
 		t.Fatal(err)
 	}
 	inc, err := j.OpenIncident(context.Background(), journal.Incident{Store: db, Profile: "default", Home: home, Kind: journal.KindReplaced,
-		State: journal.StateFrozen, Policy: string(PolicyKill),
+		State: journal.StateFrozen, Policy: string(incident.PolicyKill),
 		Detail: journal.IncidentDetail{Holders: []journal.HolderRecord{{PID: sleeper.Process.Pid, StartTicks: 1, Frozen: true}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestResumedIncidentBeforeFirstCheck(t *testing.T) {
 		home, db := testHome(t)
 		var opts Options
 		a := startAgent(t, home, func(o *Options) {
-			o.Policies = PolicySet{Replaced: PolicyHold, SidecarLost: PolicyHold, Mispaired: PolicyHold}
+			o.Policies = incident.PolicySet{Replaced: incident.PolicyHold, SidecarLost: incident.PolicyHold, Mispaired: incident.PolicyHold}
 			opts = *o
 		})
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -21,7 +22,7 @@ func TestReplacedIncident(t *testing.T) {
 	// the restore rolls back on purpose; let the writer make some.
 	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 		acks := w.Acks(t)
-		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
+		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*incident.ReplaceMargin
 	})
 
 	hermestest.RenameFreshOver(t, db)
@@ -51,5 +52,5 @@ func TestReplacedIncident(t *testing.T) {
 	}
 	// Every row the orphan committed after the restore is replayed into
 	// the new generation exactly once; the rolled-back ones are not.
-	checkExactlyOnce(t, acks, dbRows(t, db), start, start.Add(-replaceMargin-100*time.Millisecond))
+	checkExactlyOnce(t, acks, dbRows(t, db), start, start.Add(-incident.ReplaceMargin-100*time.Millisecond))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -66,7 +67,7 @@ func TestMispairedIncident(t *testing.T) {
 	waitHolder(t, a, db, w1.Pid)
 	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
 		acks := w1.Acks(t)
-		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*replaceMargin
+		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*incident.ReplaceMargin
 	})
 
 	oldWAL := inode(t, db+"-wal")
@@ -92,7 +93,7 @@ func TestMispairedIncident(t *testing.T) {
 	// The old WAL was never recovered into the new main: its rows from
 	// before the restore are not there; the ones committed after it came
 	// back once, by replay.
-	checkExactlyOnce(t, w1.Acks(t), healthy, renamed, renamed.Add(-replaceMargin-100*time.Millisecond))
+	checkExactlyOnce(t, w1.Acks(t), healthy, renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
 	checkExactlyOnce(t, w2.Acks(t), healthy, time.Time{}, time.Time{})
 	rows := captureRows(t, inc.Detail.CapturePath)
 	if miss := missingAcks(w1.Acks(t), rows); len(miss) > 0 {

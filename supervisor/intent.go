@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -191,16 +190,4 @@ func (a *Agent) handleRestoreEnd(rw http.ResponseWriter, r *http.Request) {
 		w.kick(time.Now())
 	}
 	writeJSON(rw, http.StatusOK, map[string]any{"store": req.Store, "ended": true})
-}
-
-// liveIDs lists the worker's unfinished incidents.
-func (w *worker) liveIDs() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ids := make([]string, 0, len(w.live))
-	for id := range w.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }

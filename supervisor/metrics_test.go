@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -132,7 +133,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	m.GuardArmed(2)
 	m.StallState(1)
 	a := NewAlerter(AlertConfig{Exec: []string{"/bin/sh", "-c", "cat >/dev/null"}, Metrics: m}, log)
-	a.Send(Alert{Event: EventIncidentOpened, Store: "/a"})
+	a.Send(Alert{Event: incident.EventIncidentOpened, Store: "/a"})
 	closeAlerter(t, a)
 
 	after := scrape(t, srv.Addr())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -78,8 +79,8 @@ func TestHoldersRenamedMainIsOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _, _ := startAgent(t, home, func(o *supervisor.Options) {
-		o.Policies = supervisor.PolicySet{Replaced: supervisor.PolicyObserve,
-			SidecarLost: supervisor.PolicyObserve, Mispaired: supervisor.PolicyObserve}
+		o.Policies = incident.PolicySet{Replaced: incident.PolicyObserve,
+			SidecarLost: incident.PolicyObserve, Mispaired: incident.PolicyObserve}
 	})
 	vars = map[string]string{socketEnv: a.SocketPath()}
 	if r := ctl(t, vars, "holders", "--json"); r.code != exitOK || holderLineOf(decodeHolders(t, r), w.Pid) == nil {

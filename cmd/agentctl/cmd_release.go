@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
@@ -43,11 +44,11 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	var how []supervisor.Policy
+	var how []incident.Policy
 	for _, c := range []struct {
 		set bool
-		p   supervisor.Policy
-	}{{*resume, supervisor.PolicyResume}, {*terminate, supervisor.PolicyTerminate}, {*kill, supervisor.PolicyKill}} {
+		p   incident.Policy
+	}{{*resume, incident.PolicyResume}, {*terminate, incident.PolicyTerminate}, {*kill, incident.PolicyKill}} {
 		if c.set {
 			how = append(how, c.p)
 		}
@@ -60,8 +61,8 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 	}
 	id := pos[0]
 	var ans struct {
-		Incident string            `json:"incident"`
-		Released supervisor.Policy `json:"released"`
+		Incident string          `json:"incident"`
+		Released incident.Policy `json:"released"`
 	}
 	err := newClient(socketPath(*socket, e.getenv)).post(ctx, "/v1/incidents/"+url.PathEscape(id)+"/release",
 		supervisor.ReleaseRequest{How: how[0]}, &ans)

@@ -15,6 +15,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/supervisor"
@@ -370,9 +371,9 @@ func useOFDLocks() {
 }
 
 // restorePolicy parses --release.
-func restorePolicy(s string) (supervisor.Policy, error) {
-	switch p := supervisor.Policy(s); p {
-	case supervisor.PolicyTerminate, supervisor.PolicyKill, supervisor.PolicyResume, supervisor.PolicyHold:
+func restorePolicy(s string) (incident.Policy, error) {
+	switch p := incident.Policy(s); p {
+	case incident.PolicyTerminate, incident.PolicyKill, incident.PolicyResume, incident.PolicyHold:
 		return p, nil
 	}
 	return "", fmt.Errorf("--release %q: want terminate, kill, resume or hold", s)
@@ -381,7 +382,7 @@ func restorePolicy(s string) (supervisor.Policy, error) {
 // loadPolicy is how the frozen writers are released: --release, else the
 // config's policy for replaced stores (a restore replaces what the
 // writers had), and the terminate grace.
-func (r *restoreRun) loadPolicy() (supervisor.Policy, time.Duration, error) {
+func (r *restoreRun) loadPolicy() (incident.Policy, time.Duration, error) {
 	path, explicit := r.f.config, r.f.config != ""
 	if !explicit {
 		path = service.DefaultConfigPath(r.e.getenv, os.Geteuid())
@@ -416,12 +417,12 @@ func (r *restoreRun) loadPolicy() (supervisor.Policy, time.Duration, error) {
 	return pol, grace, nil
 }
 
-func (r *restoreRun) releasePolicy() (supervisor.Policy, time.Duration) {
+func (r *restoreRun) releasePolicy() (incident.Policy, time.Duration) {
 	pol, grace, err := r.loadPolicy()
 	if err != nil {
 		// decide() checked it; the file changed since. Never leave
 		// writers frozen by accident.
-		return supervisor.PolicyResume, 0
+		return incident.PolicyResume, 0
 	}
 	return pol, grace
 }

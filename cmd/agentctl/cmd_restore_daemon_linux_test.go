@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/supervisor"
@@ -64,7 +65,7 @@ next:
 
 // startRestoreAgent runs agentd in this process on home, with metrics (to
 // see its reconciles) and its log kept.
-func startRestoreAgent(t *testing.T, home string, pol supervisor.PolicySet) (*supervisor.Agent, *supervisor.Metrics, *agentLog) {
+func startRestoreAgent(t *testing.T, home string, pol incident.PolicySet) (*supervisor.Agent, *supervisor.Metrics, *agentLog) {
 	t.Helper()
 	lg := &agentLog{t: t, on: true}
 	t.Cleanup(func() { lg.mu.Lock(); lg.on = false; lg.mu.Unlock() })
@@ -127,7 +128,7 @@ func noIncidents(t *testing.T, a *supervisor.Agent) {
 // daemon raises no incident.
 func TestRestoreDaemonStopWriters(t *testing.T) {
 	f := newRestoreFixture(t, 0)
-	a, m, lg := startRestoreAgent(t, f.home, supervisor.PolicySet{})
+	a, m, lg := startRestoreAgent(t, f.home, incident.PolicySet{})
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 300})
 	w.WaitAcks(t, 10)
@@ -174,7 +175,7 @@ func TestRestoreDaemonPublish(t *testing.T) {
 	writeFile(t, f.db, "this store was damaged")
 	os.Remove(f.db + "-wal")
 	os.Remove(f.db + "-shm")
-	a, m, lg := startRestoreAgent(t, f.home, supervisor.PolicySet{})
+	a, m, lg := startRestoreAgent(t, f.home, incident.PolicySet{})
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	r := ctl(t, vars, "restore", "--profile", "default", "--home", f.home, f.backup)
 	end := time.Now()
@@ -205,7 +206,7 @@ func TestRestoreDaemonPublish(t *testing.T) {
 // changed, nobody frozen by the restore.
 func TestRestoreDaemonRefusesDuringIncident(t *testing.T) {
 	f := newRestoreFixture(t, 2)
-	a, _, _ := startRestoreAgent(t, f.home, supervisor.PolicySet{Replaced: supervisor.PolicyHold})
+	a, _, _ := startRestoreAgent(t, f.home, incident.PolicySet{Replaced: incident.PolicyHold})
 	vars := map[string]string{socketEnv: a.SocketPath()}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Rate: 200})
 	w.WaitAcks(t, 5)

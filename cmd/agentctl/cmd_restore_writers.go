@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/incident"
 )
 
 // frozenWriters are the processes restore --stop-writers freezes: the
@@ -108,7 +108,7 @@ func (w *frozenWriters) Resume(context.Context) error {
 // (SIGCONT), kill (SIGKILL while stopped), terminate (SIGTERM, SIGCONT,
 // grace, then SIGKILL) or hold (left frozen for the operator). It returns
 // exitPartial when a writer could not be released as asked.
-func (w *frozenWriters) release(ctx context.Context, pol supervisor.Policy, grace time.Duration, out, errw io.Writer) int {
+func (w *frozenWriters) release(ctx context.Context, pol incident.Policy, grace time.Duration, out, errw io.Writer) int {
 	refs := w.refs()
 	code := exitOK
 	fail := func(ref holders.ProcRef, what string, err error) {
@@ -116,12 +116,12 @@ func (w *frozenWriters) release(ctx context.Context, pol supervisor.Policy, grac
 		code = exitPartial
 	}
 	switch pol {
-	case supervisor.PolicyHold:
+	case incident.PolicyHold:
 		for _, ref := range refs {
 			fmt.Fprintf(out, "  writer pid %d left frozen (policy hold): kill -CONT %d resumes it, kill -KILL %d ends it\n", ref.Pid, ref.Pid, ref.Pid)
 		}
 		return exitOK
-	case supervisor.PolicyKill:
+	case incident.PolicyKill:
 		for _, ref := range refs {
 			if err := holders.Kill(ref); err != nil && !errors.Is(err, holders.ErrProcessGone) {
 				fail(ref, "kill", err)
@@ -130,7 +130,7 @@ func (w *frozenWriters) release(ctx context.Context, pol supervisor.Policy, grac
 			fmt.Fprintf(out, "  writer pid %d killed (policy kill)\n", ref.Pid)
 		}
 		return code
-	case supervisor.PolicyTerminate:
+	case incident.PolicyTerminate:
 		for _, ref := range refs {
 			if err := holders.Terminate(ref); err != nil && !errors.Is(err, holders.ErrProcessGone) {
 				fail(ref, "terminate", err)

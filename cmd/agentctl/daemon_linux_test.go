@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
@@ -29,7 +30,7 @@ func startAgent(t *testing.T, home string, mod func(*supervisor.Options)) (a *su
 		Socket:    env.Socket,
 		Reconcile: 300 * time.Millisecond,
 		Discover:  store.DiscoverOptions{Getenv: env.Getenv, UserHome: "/nonexistent", CurrentUserOnly: true},
-		Policies:  supervisor.PolicySet{Grace: 5 * time.Second},
+		Policies:  incident.PolicySet{Grace: 5 * time.Second},
 		Logger:    env.Logger,
 	}
 	if mod != nil {
@@ -77,7 +78,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	a, stateDir, stop := startAgent(t, home, func(o *supervisor.Options) { o.Policies.Replaced = supervisor.PolicyHold })
+	a, stateDir, stop := startAgent(t, home, func(o *supervisor.Options) { o.Policies.Replaced = incident.PolicyHold })
 	vars := map[string]string{socketEnv: a.SocketPath()}
 
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
@@ -112,7 +113,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 		}
 		return false
 	})
-	if inc.Kind != journal.KindReplaced || inc.Policy != string(supervisor.PolicyHold) || inc.Store != db {
+	if inc.Kind != journal.KindReplaced || inc.Policy != string(incident.PolicyHold) || inc.Store != db {
 		t.Fatalf("incident %+v", inc)
 	}
 	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return hermestest.StateOf(w.Pid) == 'T' })

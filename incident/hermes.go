@@ -1,11 +1,11 @@
-package supervisor
+package incident
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/stateguard/stateguard/journal"
 )
@@ -19,13 +19,13 @@ import (
 // outside an incident, are old transcripts: left alone.
 
 // sessionsDir is the profile's Hermes sessions directory.
-func (w *worker) sessionsDir() string { return filepath.Join(filepath.Dir(w.st.Path), "sessions") }
+func (e *Engine) sessionsDir() string { return filepath.Join(filepath.Dir(e.st.Path), "sessions") }
 
 // markHermesDiverts remembers how long every session JSONL is now.
-func (w *worker) markHermesDiverts(li *liveIncident) {
-	li.jsonlMarks = map[string]int64{}
-	for _, e := range w.sessionFiles() {
-		li.jsonlMarks[e.path] = e.size
+func (e *Engine) markHermesDiverts(li *live) {
+	li.marks = map[string]int64{}
+	for _, f := range e.sessionFiles() {
+		li.marks[f.path] = f.size
 	}
 }
 
@@ -36,8 +36,8 @@ type sessionFile struct {
 
 // sessionFiles lists the regular *.jsonl files directly in sessions/
 // (never following a symlink: a link is not Hermes' file).
-func (w *worker) sessionFiles() []sessionFile {
-	dir := w.sessionsDir()
+func (e *Engine) sessionFiles() []sessionFile {
+	dir := e.sessionsDir()
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 		return nil
 	}
@@ -59,15 +59,15 @@ func (w *worker) sessionFiles() []sessionFile {
 	return out
 }
 
-// queueHermesDiverts queues, for every session file that grew since the
+// followHermesDiverts queues, for every session file that grew since the
 // incident opened (or since it was last queued), a job replaying its new
 // complete lines.
-func (w *worker) queueHermesDiverts(li *liveIncident) {
-	if li.jsonlMarks == nil || li.state.Terminal() {
+func (e *Engine) followHermesDiverts(li *live) {
+	if li.marks == nil || li.state.Terminal() {
 		return
 	}
-	for _, f := range w.sessionFiles() {
-		mark := li.jsonlMarks[f.path] // a new file: from its first line
+	for _, f := range e.sessionFiles() {
+		mark := li.marks[f.path] // a new file: from its first line
 		if f.size <= mark {
 			continue
 		}
@@ -80,13 +80,15 @@ func (w *worker) queueHermesDiverts(li *liveIncident) {
 			continue
 		}
 		from := bytes.Count(data[:mark], []byte{'\n'}) + 1
-		job, err := w.a.journal.EnqueueJob(w.a.ctx, journal.Job{IncidentID: li.id, Store: w.st.Path, Path: f.path, FromLine: from})
+		ctx, cancel := e.journalCtx()
+		job, err := e.d.Journal.EnqueueJob(ctx, journal.Job{IncidentID: li.id, Store: e.st.Path, Path: f.path, FromLine: from})
+		cancel()
 		if err != nil {
-			w.log.Error("queue replay of Hermes' own divert failed", "incident", li.id, "path", f.path, "err", err)
+			e.log.Error("queue replay of Hermes' own divert failed", "incident", li.id, "path", f.path, "err", err)
 			continue
 		}
-		li.jsonlMarks[f.path] = int64(end)
-		w.log.Info("lines Hermes diverted during the incident queued for replay", "event", EventReplayQueued,
-			"incident", li.id, "job", job.ID, "path", f.path, "from_line", from, "at", time.Now().UTC())
+		li.marks[f.path] = int64(end)
+		e.emit(slog.LevelInfo, "lines Hermes diverted during the incident queued for replay", EventReplayQueued, li,
+			"job", job.ID, "path", f.path, "from_line", from, "at", e.d.Now().UTC())
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package incident
 
 import (
 	"fmt"
@@ -72,8 +72,8 @@ func (s PolicySet) For(k journal.Kind) Policy {
 	}
 }
 
-// grace returns the terminate grace period, default 30 s.
-func (s PolicySet) grace() time.Duration {
+// GraceOrDefault returns the terminate grace period, default 30 s.
+func (s PolicySet) GraceOrDefault() time.Duration {
 	if s.Grace <= 0 {
 		return DefaultPolicies().Grace
 	}

@@ -1,0 +1,244 @@
+package incident
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// Procs is what the engine does to the processes holding an orphan and
+// to their files. Host is the real one; the machine's unit tests use a
+// fake that holds no process at all.
+type Procs interface {
+	Thaw(holders.ProcRef) error
+	Terminate(holders.ProcRef) error
+	Kill(holders.ProcRef) error
+	// Alive reports whether the process still exists (not a zombie) with
+	// the same start time.
+	Alive(holders.ProcRef) bool
+	WaitStopped(context.Context, holders.ProcRef) error
+	WaitGone(context.Context, holders.ProcRef) error
+	// Pin opens a read-only fd of the agent's own on the inode the holder
+	// has open (f.FD) or only mapped (f.FD < 0), checking it is f.ID.
+	Pin(pid int, f holders.Held) (*os.File, error)
+	// LockPin takes the guard's read lock on a pinned main or -shm, so no
+	// orphan can become the last closer that checkpoints and unlinks.
+	LockPin(holders.Role, *os.File) error
+}
+
+// Salvage is the recovery work of the protocol: snapshots, captures,
+// quarantine and divert. Recovery is the real one.
+type Salvage interface {
+	// Snapshot copies the main file the orphan shares with the new
+	// generation from its pinned fd to dst, holding a read transaction on
+	// the new generation meanwhile so no checkpoint lands in it first.
+	Snapshot(ctx context.Context, dbPath string, main *os.File, dst string) error
+	Stage(recovery.CaptureRequest) (string, error)
+	Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error)
+	Capture(context.Context, recovery.CaptureSource, recovery.CaptureRequest) (recovery.Capture, error)
+	Divert(context.Context, recovery.DivertRequest) (recovery.DivertReport, error)
+}
+
+// Scanner re-inspects the processes known to hold a store (the holder
+// cache's targeted scan).
+type Scanner interface {
+	Targeted(t holders.Target, pids ...int) (*holders.StoreResult, error)
+}
+
+// Metrics is what the engine reports; a nil *supervisor.Metrics is a
+// valid one that does nothing.
+type Metrics interface {
+	IncidentOpened(kind string)
+	IncidentState(kind, state string, delta int)
+	ObserveFreeze(time.Duration)
+	CaptureWritten(bytes int64)
+	CaptureFailed()
+}
+
+// Config is the part of the agent's configuration a reload may change.
+type Config struct {
+	Policies        PolicySet
+	CaptureMaxBytes int64 // 0: free space only
+}
+
+// Hooks are test seams, all optional. BeforeStep runs before a state's
+// step; BeforeJournal before a step is written to the journal, after its
+// work is done: the two points an agent can be stopped at.
+type Hooks struct {
+	BeforeStep    func(id string, state journal.State)
+	BeforeJournal func(id string, from, to journal.State, step string)
+}
+
+// Deps are everything an Engine works with. Journal, Procs, Salvage and
+// Scan are required.
+type Deps struct {
+	Journal *journal.Journal
+	Procs   Procs
+	Salvage Salvage
+	Scan    Scanner
+	Metrics Metrics          // nil: none
+	Config  func() Config    // nil: the defaults
+	Wake    func()           // asks the owner to call Advance soon (a holder exited); nil: none
+	Log     *slog.Logger     // nil: discard
+	Hooks   Hooks            // test seams
+	Now     func() time.Time // nil: time.Now
+}
+
+// Engine runs the incidents of one store. It is driven by one goroutine
+// (the store's worker): Open, Resume, Advance, Release and Close are not
+// safe for concurrent use. Busy, Owns and IDs may be called from any
+// goroutine.
+type Engine struct {
+	st     store.Store
+	target holders.Target
+	d      Deps
+	log    *slog.Logger
+
+	table map[journal.State]entry
+
+	ctx      context.Context // canceled by Close: the engine's own goroutines
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopping atomic.Bool // set by Stop: no step starts any more
+
+	mu   sync.Mutex // guards live for readers outside the worker
+	live map[string]*live
+}
+
+// New returns the engine of store st. ctx bounds the work of its steps
+// (a capture, a divert): canceling it aborts them, and what they had not
+// finished is journaled as not done. Journal writes outlive it.
+func New(ctx context.Context, st store.Store, d Deps) *Engine {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Config == nil {
+		d.Config = func() Config { return Config{} }
+	}
+	if d.Metrics == nil {
+		d.Metrics = noMetrics{}
+	}
+	e := &Engine{st: st, target: holders.Target{Path: st.Path}, d: d, table: newTable(),
+		log: d.Log.With("subsystem", "incident", "store", st.Path, "profile", st.Profile), live: map[string]*live{}}
+	e.ctx, e.cancel = context.WithCancel(ctx)
+	return e
+}
+
+type noMetrics struct{}
+
+func (noMetrics) IncidentOpened(string)             {}
+func (noMetrics) IncidentState(string, string, int) {}
+func (noMetrics) ObserveFreeze(time.Duration)       {}
+func (noMetrics) CaptureWritten(int64)              {}
+func (noMetrics) CaptureFailed()                    {}
+
+// Busy reports whether the store has an unfinished incident.
+func (e *Engine) Busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.live) > 0
+}
+
+// IDs lists the unfinished incidents, sorted.
+func (e *Engine) IDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.live))
+	for id := range e.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Owns reports whether an unfinished incident already handles ref.
+func (e *Engine) Owns(ref holders.ProcRef) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, li := range e.live {
+		if li.holds(ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop makes the engine start no further step; the one in flight
+// finishes and is journaled. Safe from any goroutine: the agent calls it
+// first when it shuts down, so its worker stops at a step boundary.
+func (e *Engine) Stop() { e.stopping.Store(true) }
+
+// Close stops the engine's goroutines and closes every pinned fd. It runs
+// on the worker, after the last step: the journal already says where each
+// incident stands, and the next agent resumes from there.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, li := range e.live {
+		li.closePins()
+	}
+}
+
+func (e *Engine) add(li *live) {
+	e.mu.Lock()
+	e.live[li.id] = li
+	e.mu.Unlock()
+}
+
+func (e *Engine) forget(li *live) {
+	e.mu.Lock()
+	delete(e.live, li.id)
+	e.mu.Unlock()
+}
+
+func (e *Engine) all() []*live {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*live, 0, len(e.live))
+	for _, li := range e.live {
+		out = append(out, li)
+	}
+	slices.SortFunc(out, func(a, b *live) int {
+		if a.id < b.id {
+			return -1
+		}
+		if a.id > b.id {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (e *Engine) policies() PolicySet { return e.d.Config().Policies }
+
+// watchExit wakes the owner when a holder exits, so the capture starts at
+// once rather than at the next tick.
+func (e *Engine) watchExit(ref holders.ProcRef) {
+	if e.d.Wake == nil {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = e.d.Procs.WaitGone(e.ctx, ref)
+		if e.ctx.Err() == nil {
+			e.d.Wake()
+		}
+	}()
+}

@@ -1,0 +1,230 @@
+package incident
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
+)
+
+// scenario is one way an incident goes: how it is set up and opened, and
+// what must be true at the end.
+type scenario struct {
+	name  string
+	kind  store.Kind // the zero value is Hermes
+	run   func(r *rig) string
+	want  journal.State
+	check func(t *testing.T, r *rig, inc journal.Incident)
+}
+
+func wantSignals(t *testing.T, r *rig, want ...string) {
+	t.Helper()
+	if got := r.procs.sent(); !slices.Equal(got, want) {
+		t.Fatalf("signals %q, want %q", got, want)
+	}
+}
+
+func wantError(t *testing.T, inc journal.Incident, sub string) {
+	t.Helper()
+	if !strings.Contains(inc.Detail.Error, sub) {
+		t.Fatalf("incident %s error %q, want it to say %q", inc.ID, inc.Detail.Error, sub)
+	}
+}
+
+var scenarios = []scenario{
+	{name: "kill a frozen writer", want: resolved, run: func(r *rig) string {
+		return r.open(journal.KindReplaced, PolicyKill, r.writer(101, true, false))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantSignals(t, r, "kill 101")
+		if len(r.salv.captures) != 1 || inc.Detail.CapturePath != r.salv.captures[0] {
+			t.Fatalf("captures %v, capture path %q: want the one taken before release", r.salv.captures, inc.Detail.CapturePath)
+		}
+	}},
+	{name: "observe never signals", want: resolved, run: func(r *rig) string {
+		w := r.writer(102, false, false)
+		id := r.open(journal.KindReplaced, PolicyObserve, w)
+		r.eng.Advance()
+		if inc := r.incident(id); inc.State != released {
+			r.t.Fatalf("observed incident %s before the writer exits, want released", inc.State)
+		}
+		r.procs.exit(102)
+		return id
+	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r) }},
+	{name: "terminate, then kill after the grace", want: resolved, run: func(r *rig) string {
+		r.pol.Grace = time.Minute
+		id := r.open(journal.KindReplaced, PolicyTerminate, r.writer(103, true, false))
+		r.eng.Advance()
+		if inc := r.incident(id); inc.State != released || !r.procs.Alive(holders.ProcRef{Pid: 103, StartTicks: 721}) {
+			r.t.Fatalf("within the grace: %s", inc.State)
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r, "term 103", "thaw 103", "kill 103") }},
+	{name: "resume thaws", want: resolved, run: func(r *rig) string {
+		id := r.open(journal.KindReplaced, PolicyResume, r.writer(104, true, false))
+		r.procs.exit(104)
+		return id
+	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r, "thaw 104") }},
+	{name: "hold waits for the operator", want: resolved, run: func(r *rig) string {
+		id := r.open(journal.KindReplaced, PolicyHold, r.writer(105, true, false))
+		for range 3 {
+			r.now = r.now.Add(time.Hour)
+			r.eng.Advance()
+		}
+		if inc := r.incident(id); inc.State != pinned || len(r.procs.sent()) > 0 {
+			r.t.Fatalf("held incident %s, signals %v", inc.State, r.procs.sent())
+		}
+		if err := r.eng.Release(id, PolicyKill); err != nil {
+			r.t.Fatal(err)
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r, "kill 105") }},
+	{name: "holder exits before it is pinned", want: failed, run: func(r *rig) string {
+		w := r.writer(106, true, false)
+		for _, f := range w.files {
+			r.procs.pinErr[f.ID] = holders.ErrProcessGone // it exited between the scan and the pin
+		}
+		return r.open(journal.KindReplaced, PolicyKill, w)
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) { wantError(t, inc, "nothing pinned") }},
+	{name: "holder gone before the incident opens", want: failed, run: func(r *rig) string {
+		w := r.writer(117, false, false)
+		r.procs.exit(117)
+		return r.open(journal.KindReplaced, PolicyKill, w)
+	}},
+	{name: "nothing pinnable, observed", want: failed, run: func(r *rig) string {
+		w := r.writer(107, false, false)
+		for _, f := range w.files {
+			r.procs.pinErr[f.ID] = os.ErrPermission
+		}
+		id := r.open(journal.KindReplaced, PolicyObserve, w)
+		r.procs.exit(107)
+		return id
+	}},
+	{name: "disk full before release keeps the holder frozen", want: resolved, run: func(r *rig) string {
+		r.salv.failCapture = 2
+		id := r.open(journal.KindReplaced, PolicyKill, r.writer(108, true, false))
+		r.eng.Advance() // the retry is not due yet
+		if inc := r.incident(id); inc.State != needsAction || len(r.procs.sent()) > 0 {
+			r.t.Fatalf("capture failing: %s, signals %v", inc.State, r.procs.sent())
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r, "kill 108") }},
+	{name: "final capture fails, then succeeds", want: resolved, run: func(r *rig) string {
+		r.pol.Grace = time.Hour
+		w := r.writer(109, true, false)
+		id := r.open(journal.KindReplaced, PolicyTerminate, w)
+		// The writer committed once more before it exited: the capture
+		// taken before release is stale.
+		if err := os.WriteFile(r.procs.paths[w.files[1].ID], []byte("wal, one more frame"), 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+		r.salv.failCapture = 1
+		r.procs.exit(109)
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if len(r.salv.captures) != 2 || inc.Detail.CapturePath != r.salv.captures[1] {
+			t.Fatalf("captures %v, used %q: want the final one", r.salv.captures, inc.Detail.CapturePath)
+		}
+	}},
+	{name: "divert fails once", want: resolved, run: func(r *rig) string {
+		r.salv.failDivert = 1
+		return r.open(journal.KindReplaced, PolicyKill, r.writer(110, true, false))
+	}},
+	{name: "divert keeps failing", want: failed, run: func(r *rig) string {
+		r.salv.failDivert = maxDivertFails
+		return r.open(journal.KindReplaced, PolicyKill, r.writer(111, true, false))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) { wantError(t, inc, "divert failed 5 times") }},
+	{name: "replay job fails", want: failed, run: func(r *rig) string {
+		id := r.open(journal.KindReplaced, PolicyKill, r.writer(112, true, false))
+		if n := r.runJobs(true); n != 1 {
+			r.t.Fatalf("%d jobs ran", n)
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) { wantError(t, inc, "replay job") }},
+	{name: "generic store ends at the capture", kind: store.Generic, want: resolved, run: func(r *rig) string {
+		return r.open(journal.KindReplaced, PolicyKill, r.writer(113, true, false))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if jobs, _ := r.j.ListJobs(context.Background(), journal.JobFilter{IncidentID: inc.ID}); len(jobs) > 0 {
+			t.Fatalf("generic store got replay jobs %+v", jobs)
+		}
+	}},
+	{name: "sidecar_lost snapshot, retried", want: resolved, run: func(r *rig) string {
+		r.salv.failSnap = 1
+		return r.open(journal.KindSidecarLost, PolicyKill, r.writer(114, true, false))
+	}},
+	{name: "mispaired quarantine", want: resolved, run: func(r *rig) string {
+		return r.open(journal.KindMispaired, PolicyKill, r.writer(115, true, false))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if len(inc.Detail.Quarantined) != 2 {
+			t.Fatalf("quarantined %v", inc.Detail.Quarantined)
+		}
+	}},
+	{name: "an unlinked -wal nobody holds", want: resolved, run: func(r *rig) string {
+		w := r.writer(116, false, false)
+		var pins []Pin
+		for _, f := range w.files {
+			fd, err := os.Open(r.procs.paths[f.ID])
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			pins = append(pins, Pin{Role: f.Role, ID: f.ID, File: fd})
+		}
+		r.procs.exit(116)
+		r.eng.Open(Opening{Kind: journal.KindSidecarLost, Policy: PolicyObserve, At: r.now, Pins: pins})
+		return r.eng.IDs()[0]
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if inc.Policy != "none" || len(r.procs.sent()) > 0 {
+			t.Fatalf("policy %q, signals %v", inc.Policy, r.procs.sent())
+		}
+	}},
+	{name: "foreign sidecars nobody holds", want: resolved, run: func(r *rig) string {
+		r.eng.Open(Opening{Kind: journal.KindMispaired, Policy: PolicyObserve, At: r.now,
+			Quarantine: map[string]fileid.ID{"-wal": {Dev: 1, Ino: 5}}})
+		return r.eng.IDs()[0]
+	}},
+}
+
+func TestMachine(t *testing.T) {
+	seen := map[[2]journal.State]bool{}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			r := newRig(t, sc.kind)
+			id := sc.run(r)
+			inc := r.settle(id)
+			if inc.State != sc.want {
+				t.Fatalf("incident ended %s (%s), want %s", inc.State, inc.Detail.Error, sc.want)
+			}
+			if sc.check != nil {
+				sc.check(t, r, inc)
+			}
+			for _, tr := range r.transitions(id) {
+				if tr[0] == "" {
+					continue // opened
+				}
+				if !r.eng.allowed(tr[0], tr[1]) {
+					t.Errorf("journal shows %s → %s, which the table does not have", tr[0], tr[1])
+				}
+				seen[tr] = true
+			}
+			if left := r.procs.stopped(); len(left) > 0 {
+				t.Errorf("processes left stopped: %v", left)
+			}
+		})
+	}
+	for _, tr := range resumeTransitions(t) {
+		seen[tr] = true
+	}
+	for from, ent := range newTable() {
+		for _, to := range ent.next {
+			if !seen[[2]journal.State{from, to}] {
+				t.Errorf("no scenario takes %s → %s", from, to)
+			}
+		}
+	}
+}

@@ -1,0 +1,19 @@
+package incident
+
+// Stable event names of the incident protocol: every log record of a step
+// carries one under the "event" key, so log-based alerting can key on
+// them. The README lists them with their fields and levels; never rename
+// one.
+const (
+	EventIncidentOpened      = "incident.opened"
+	EventHolderFrozen        = "holder.frozen"
+	EventHolderPinned        = "holder.pinned"
+	EventHolderReleased      = "holder.released"
+	EventSidecarsQuarantined = "sidecars.quarantined"
+	EventCaptureWritten      = "capture.written"
+	EventCaptureFailed       = "capture.failed"
+	EventDiverted            = "divert.written"
+	EventDivertFailed        = "divert.failed"
+	EventReplayQueued        = "replay.queued"
+	EventIncidentResolved    = "incident.resolved"
+)

@@ -1,0 +1,195 @@
+package incident
+
+import (
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
+)
+
+// live is the in-memory side of an unfinished incident: what the journal
+// cannot hold (open fds) and what its steps need between two wakes. Its
+// state is always the journal's; what it waits for is wait, one value.
+type live struct {
+	id     string
+	kind   journal.Kind
+	policy Policy
+	state  journal.State
+	prev   journal.State // the state needs_action was entered from
+	wait   pending
+
+	holders []holder
+	pins    []*pin
+	// snapshot is a sidecar_lost incident's copy of the shared main as it
+	// was at detection; staging a mispaired incident's capture directory
+	// holding its quarantined sidecars.
+	snapshot, staging string
+	// foreign, for a mispaired store nobody holds, names the sidecars to
+	// quarantine (by suffix); quarantined says the quarantine ran.
+	foreign     map[string]fileid.ID
+	quarantined bool
+	// early is the capture taken while every holder was still stopped,
+	// before release: if the agent dies during a terminate grace period
+	// the orphan dies with its pins, but this capture survives.
+	early capture
+	// capDir is the capture the divert reads, once captured.
+	capDir string
+	// replay is the divert's files still to queue (nil after a restart:
+	// the divert, which is idempotent, runs again).
+	replay []recovery.DivertFile
+
+	openedAt time.Time
+	// replacedAt is when the generation changed at the path: a replaced
+	// incident replays only rows committed after it.
+	replacedAt time.Time
+	// marks is how far each Hermes session JSONL had been written when
+	// the incident opened (see hermes.go).
+	marks map[string]int64
+}
+
+// Wait names what a live incident waits for before its state's step can
+// do more. The zero value waits for nothing.
+type Wait string
+
+const (
+	WaitNone Wait = ""
+	// WaitHold: the hold policy keeps the holders frozen until an
+	// operator releases them (agentctl release).
+	WaitHold Wait = "hold"
+	// WaitRetry: a capture or divert failed (a full disk, a malformed
+	// capture); it is tried again at until.
+	WaitRetry Wait = "retry"
+	// WaitGrace: terminate sent SIGTERM; holders still running at until
+	// get SIGKILL.
+	WaitGrace Wait = "grace"
+	// WaitExit: the holders were released and have not exited yet.
+	WaitExit Wait = "exit"
+	// WaitJobs: replay jobs are queued or running.
+	WaitJobs Wait = "jobs"
+)
+
+// pending is what an incident waits for: one value instead of a deadline
+// field per condition.
+type pending struct {
+	why   Wait
+	until time.Time // WaitRetry: not before; WaitGrace: the SIGKILL deadline
+	tries int       // consecutive failures of the step being retried
+}
+
+// ready reports whether the state's step should run at now. Waits for an
+// event (an exit, a job) run the step, which looks again cheaply; a hold
+// never does.
+func (p pending) ready(now time.Time) bool {
+	switch p.why {
+	case WaitHold:
+		return false
+	case WaitRetry:
+		return !now.Before(p.until)
+	}
+	return true
+}
+
+type holder struct {
+	ref    holders.ProcRef
+	exe    string
+	files  []holders.Held
+	frozen bool // stopped by the agent (SIGSTOP outlives the agent)
+}
+
+// pin is one of the agent's read-only fds on an orphaned inode. While it
+// is open the inode's data outlives every other holder.
+type pin struct {
+	role holders.Role
+	id   fileid.ID
+	f    *os.File
+}
+
+// capture is a capture directory and what the pinned files looked like
+// when it was taken: enough to tell whether the orphan changed since.
+type capture struct {
+	dir    string
+	stamps []fileStamp
+}
+
+type fileStamp struct {
+	role        holders.Role
+	size, mtime int64
+}
+
+func (li *live) holds(ref holders.ProcRef) bool {
+	for _, h := range li.holders {
+		if h.ref == ref {
+			return true
+		}
+	}
+	return false
+}
+
+func (li *live) anyFrozen() bool {
+	for _, h := range li.holders {
+		if h.frozen {
+			return true
+		}
+	}
+	return false
+}
+
+func (li *live) pinOf(role holders.Role) *pin {
+	for _, p := range li.pins {
+		if p.role == role {
+			return p
+		}
+	}
+	return nil
+}
+
+// closePins closes the incident's pinned fds. The agent's SQLite
+// connections use OFD locks, so no close here can cancel a lock one of
+// them relies on.
+func (li *live) closePins() {
+	for _, p := range li.pins {
+		_ = p.f.Close()
+	}
+	li.pins = nil
+}
+
+// stamps records the pinned orphan's files that a holder could still
+// change: not the -shm (rebuilt from the WAL) and not a main file shared
+// with the new generation.
+func (li *live) stamps() []fileStamp {
+	var out []fileStamp
+	for _, p := range li.pins {
+		if p.role == holders.RoleSHM || (p.role == holders.RoleMain && kindOf(li.kind).mainShared) {
+			continue
+		}
+		fi, err := p.f.Stat()
+		if err != nil {
+			return nil
+		}
+		out = append(out, fileStamp{role: p.role, size: fi.Size(), mtime: fi.ModTime().UnixNano()})
+	}
+	return out
+}
+
+func sameStamps(a, b []fileStamp) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func holderPids(hs []holder) []int {
+	out := make([]int, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.ref.Pid)
+	}
+	return out
+}

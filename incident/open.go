@@ -1,0 +1,130 @@
+package incident
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
+)
+
+// Opening is what detection found: an orphaned generation, who holds it,
+// and what the detection already did about it.
+type Opening struct {
+	Kind   journal.Kind
+	Policy Policy
+	// Orphans hold the orphaned generation; empty when no process does
+	// (a -wal deleted on an idle store, foreign sidecars next to a new
+	// main).
+	Orphans []holders.Process
+	// Frozen are the orphans the detection stopped, by pid, and when.
+	Frozen   map[int]time.Time
+	At       time.Time // when the change was seen
+	Old, New *journal.GenerationRecord
+	// Pins are fds the agent already holds on the orphan (the guard's
+	// copies, when no process holds it). The incident owns them: it
+	// closes them once captured, or at once if it cannot be opened.
+	Pins []Pin
+	// Quarantine names, for a mispaired store nobody holds, the sidecars
+	// to move out of the path, by suffix ("-wal", "-shm").
+	Quarantine map[string]fileid.ID
+}
+
+// Pin is an fd the agent holds on one file of an orphaned generation.
+type Pin struct {
+	Role holders.Role
+	ID   fileid.ID
+	File *os.File
+}
+
+// Open journals a new incident and runs its first steps at once: pin,
+// prepare, capture while frozen, release (DESIGN.md steps 3-6). If the
+// journal refuses it, holders the detection froze are thawed (none stays
+// stopped without a record) and the next check tries again.
+func (e *Engine) Open(o Opening) {
+	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st.Path, o.Kind, o.At),
+		foreign: o.Quarantine}
+	for _, p := range o.Pins {
+		li.pins = append(li.pins, &pin{role: p.Role, id: p.ID, f: p.File})
+	}
+	ctx, cancel := e.journalCtx()
+	inc, err := e.d.Journal.OpenIncident(ctx, e.incidentRecord(li, o), e.openSteps(o)...)
+	cancel()
+	if err != nil {
+		e.log.Error("journal incident failed; releasing frozen holders", "err", err)
+		for _, p := range o.Orphans {
+			if _, ok := o.Frozen[p.Pid]; ok {
+				_ = e.d.Procs.Thaw(p.Ref())
+			}
+		}
+		li.closePins()
+		return
+	}
+	li.id, li.state = inc.ID, inc.State
+	for _, p := range o.Orphans {
+		_, fr := o.Frozen[p.Pid]
+		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr})
+	}
+	if e.st.Kind == store.Hermes {
+		e.markHermesDiverts(li)
+	}
+	e.d.Metrics.IncidentOpened(string(li.kind))
+	e.d.Metrics.IncidentState(string(li.kind), string(li.state), 1)
+	e.add(li)
+	e.emit(slog.LevelError, "orphaned generation under a live process", EventIncidentOpened, li,
+		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders))
+	for _, h := range li.holders {
+		if t, ok := o.Frozen[h.ref.Pid]; ok {
+			e.d.Metrics.ObserveFreeze(t.Sub(o.At))
+			e.emit(slog.LevelWarn, "holder frozen", EventHolderFrozen, li, "pid", h.ref.Pid, "exe", h.exe,
+				"latency_ms", float64(t.Sub(o.At).Microseconds())/1000)
+		}
+	}
+	for _, p := range li.pins {
+		e.emit(slog.LevelInfo, "orphan inode pinned", EventHolderPinned, li, "pid", os.Getpid(),
+			"role", string(p.role), "id", p.id.String(), "current", p.role == holders.RoleMain, "from", "guard")
+	}
+	e.run(li)
+}
+
+// incidentRecord is the journal's record of a new incident.
+func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
+	policy := string(o.Policy)
+	if len(o.Orphans) == 0 {
+		policy = "none" // nobody to release
+	}
+	var recs []journal.HolderRecord
+	for _, p := range o.Orphans {
+		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
+		_, hr.Frozen = o.Frozen[p.Pid]
+		for _, f := range p.Files {
+			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID})
+		}
+		recs = append(recs, hr)
+	}
+	state := open
+	if len(o.Frozen) > 0 {
+		state = frozen
+	}
+	return journal.Incident{
+		Store: e.st.Path, Profile: e.st.Profile, Home: e.st.Home, Kind: o.Kind, State: state, Policy: policy,
+		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: o.At},
+	}
+}
+
+// openSteps are the steps an incident is opened with: its detection and,
+// if the detection froze holders, that.
+func (e *Engine) openSteps(o Opening) []journal.Step {
+	steps := []journal.Step{{Name: journal.StepDetected, At: o.At, Detail: map[string]any{"kind": string(o.Kind)}}}
+	if len(o.Frozen) > 0 {
+		pids := make([]int, 0, len(o.Frozen))
+		for pid := range o.Frozen {
+			pids = append(pids, pid)
+		}
+		steps = append(steps, journal.Step{Name: journal.StepFrozen, To: frozen, Detail: map[string]any{"pids": pids}})
+	}
+	return steps
+}

@@ -1,0 +1,108 @@
+package incident
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
+)
+
+// Resume picks up an incident a previous agent left unfinished; the next
+// Advance runs the step of the state the journal says. Its holders are
+// looked up again by pid and start time: one that still lives is pinned
+// again (it is still stopped if it was frozen: SIGSTOP outlives the
+// agent); the orphan of one that is gone died with the previous agent's
+// pins, unless a capture was already taken (or, for a mispaired store,
+// its quarantined sidecars wait in the staging capture).
+func (e *Engine) Resume(inc journal.Incident) {
+	li := e.fromJournal(inc)
+	if e.st.Kind == store.Hermes {
+		// Lines Hermes appended while no agent ran are not told apart from
+		// old ones; from here on they are followed again.
+		e.markHermesDiverts(li)
+	}
+	e.d.Metrics.IncidentState(string(li.kind), string(li.state), 1)
+	e.add(li)
+	e.record(li, journal.Step{Name: journal.StepResumed, Detail: map[string]any{"state": string(inc.State)}}, nil)
+	e.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
+	if li.state.Rank() >= captured.Rank() {
+		return // the steps after the capture need no holder
+	}
+	e.findHolders(li, inc.Detail.Holders)
+	if len(li.holders) == 0 && li.staging == "" {
+		if li.early.dir != "" {
+			e.captured(li, li.early.dir) // the capture taken before release is all that is left
+			return
+		}
+		e.finish(li, failed, failStep("every orphan holder exited while no agent pinned the orphan; nothing left to capture"))
+		return
+	}
+	e.pinAll(li)
+	preRelease := (li.state.Rank() >= 0 && li.state.Rank() < released.Rank()) ||
+		(li.state == needsAction && li.prev.Rank() >= 0 && li.prev.Rank() < released.Rank())
+	switch {
+	case preRelease && li.policy == PolicyHold:
+		li.wait = pending{why: WaitHold}
+	case !preRelease:
+		// Released before the restart: a terminate already sent SIGTERM;
+		// give it one more grace period.
+		li.wait = pending{why: WaitExit}
+		if li.policy == PolicyTerminate {
+			li.wait = pending{why: WaitGrace, until: e.d.Now().Add(e.policies().GraceOrDefault())}
+		}
+		for _, h := range li.holders {
+			e.watchExit(h.ref)
+		}
+	}
+}
+
+// fromJournal rebuilds the in-memory incident from its record.
+func (e *Engine) fromJournal(inc journal.Incident) *live {
+	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
+		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+	if li.policy == "" || li.policy == "none" {
+		li.policy = e.policies().For(inc.Kind)
+	}
+	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
+		// A mispaired store's sidecars were moved into a staging capture
+		// that was never finished: the capture adopts them from there.
+		if d := filepath.Dir(inc.Detail.Quarantined[0]); strings.HasSuffix(d, ".partial") && fileExists(d) {
+			li.staging = d
+		}
+	}
+	return li
+}
+
+// findHolders keeps the journaled holders that still live: same pid, same
+// start time, as a targeted scan sees them now.
+func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
+	pids := make([]int, 0, len(recs))
+	for _, h := range recs {
+		pids = append(pids, h.PID)
+	}
+	sr, err := e.d.Scan.Targeted(e.target, pids...)
+	if err != nil {
+		e.log.Error("targeted scan on resume failed", "incident", li.id, "err", err)
+		return
+	}
+	for _, hr := range recs {
+		p := findPid(sr.Holders, hr.PID)
+		if p == nil || p.StartTicks != hr.StartTicks {
+			continue
+		}
+		li.holders = append(li.holders, holder{ref: holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks},
+			exe: p.Exe, files: p.Files, frozen: hr.Frozen})
+	}
+}
+
+func findPid(ps []holders.Process, pid int) *holders.Process {
+	for i := range ps {
+		if ps[i].Pid == pid {
+			return &ps[i]
+		}
+	}
+	return nil
+}

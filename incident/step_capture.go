@@ -1,0 +1,147 @@
+package incident
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// stepCapture (released): once no process but the agent holds the orphan
+// (terminate's grace over: SIGKILL), write it out, unless the capture
+// taken before release is still exact, and unpin it.
+func (e *Engine) stepCapture(li *live) {
+	if alive := e.alive(li); len(alive) > 0 {
+		if li.wait.why == WaitGrace && !e.d.Now().Before(li.wait.until) {
+			for _, ref := range alive {
+				if err := e.d.Procs.Kill(ref); err == nil {
+					e.log.Warn("holder did not exit within the grace period; killed", "event", EventHolderReleased,
+						"incident", li.id, "pid", ref.Pid, "how", "kill-after-grace")
+				}
+			}
+			li.wait = pending{why: WaitExit}
+		} else if li.wait.why != WaitGrace {
+			li.wait = pending{why: WaitExit}
+		}
+		return
+	}
+	if li.early.dir != "" && sameStamps(li.early.stamps, li.stamps()) {
+		e.captured(li, li.early.dir)
+		return
+	}
+	if len(li.pins) == 0 && li.snapshot == "" && li.staging == "" {
+		if li.early.dir != "" {
+			e.captured(li, li.early.dir)
+			return
+		}
+		e.finish(li, failed, failStep("nothing pinned to capture: the orphan was gone before it could be pinned"))
+		return
+	}
+	c, ok := e.writeCapture(li, "final")
+	if !ok {
+		e.retryLater(li, "capture failed; the orphan stays pinned and the capture is retried (free space or raise capture.max_bytes)")
+		return
+	}
+	if li.early.dir != "" {
+		e.log.Info("capture taken before release superseded", "incident", li.id, "old", li.early.dir, "new", c.Dir)
+	}
+	e.captured(li, c.Dir)
+}
+
+// stepRetry (needs_action): run again what failed. Entered from before
+// release, it is the capture the holders stay frozen for, then the
+// release; entered later, the final capture.
+func (e *Engine) stepRetry(li *live) {
+	if r := li.prev.Rank(); r < 0 || r >= released.Rank() {
+		e.stepCapture(li)
+		return
+	}
+	switch {
+	case li.policy == PolicyHold:
+		li.wait = pending{why: WaitHold}
+	case len(li.holders) == 0:
+		e.enter(li, released, journal.Step{Name: journal.StepReleased,
+			Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}}, nil)
+	case e.captureEarly(li):
+		e.signal(li, li.policy)
+	}
+}
+
+// alive lists the holders that still exist (same pid, same start).
+func (e *Engine) alive(li *live) []holders.ProcRef {
+	var out []holders.ProcRef
+	for _, h := range li.holders {
+		if e.d.Procs.Alive(h.ref) {
+			out = append(out, h.ref)
+		}
+	}
+	return out
+}
+
+// captured moves the incident to captured and unpins the orphan.
+func (e *Engine) captured(li *live, dir string) {
+	li.wait, li.capDir = pending{}, dir
+	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
+		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
+	li.closePins()
+	if li.snapshot != "" {
+		_ = os.Remove(li.snapshot)
+		li.snapshot = ""
+	}
+}
+
+// writeCapture writes one capture of the pinned orphan and journals it.
+func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, bool) {
+	src := recovery.CaptureSource{}
+	for _, p := range li.pins {
+		switch p.role {
+		case holders.RoleMain:
+			src.Main = p.f
+		case holders.RoleWAL:
+			src.WAL = p.f
+		case holders.RoleSHM:
+			src.SHM = p.f
+		}
+	}
+	if kindOf(li.kind).mainShared && li.snapshot != "" {
+		src.Main, src.MainSnapshot = nil, li.snapshot
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
+	defer cancel()
+	c, err := e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+	if err != nil {
+		e.d.Metrics.CaptureFailed()
+		e.emit(slog.LevelError, "capture failed", EventCaptureFailed, li, "phase", phase, "err", err,
+			"hint", "the orphan stays pinned; free space or raise capture.max_bytes, the capture is retried")
+		return c, false
+	}
+	e.d.Metrics.CaptureWritten(c.Bytes)
+	e.emit(slog.LevelInfo, "capture written", EventCaptureWritten, li, "phase", phase, "path", c.Dir,
+		"bytes", c.Bytes, "reflinked", c.Reflinked)
+	e.record(li, journal.Step{Name: journal.StepCaptureWritten,
+		Detail: map[string]any{"path": c.Dir, "bytes": c.Bytes, "reflinked": c.Reflinked, "phase": phase}},
+		func(inc *journal.Incident) {
+			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
+		})
+	return c, true
+}
+
+// mainOrphaned reports whether the main the incident pinned is no longer
+// the file at the store's path.
+func (e *Engine) mainOrphaned(li *live) bool {
+	p := li.pinOf(holders.RoleMain)
+	if p == nil {
+		return false
+	}
+	g, err := store.ReadGeneration(e.st.Path)
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
+		return !g.Main.Exists
+	}
+	return !g.Main.Exists || g.Main.ID != p.id
+}

@@ -1,0 +1,149 @@
+package incident
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
+)
+
+// replaceMargin moves the replaced/mispaired cut earlier than the moment
+// the change was seen. A Hermes row's timestamp is taken before its commit
+// starts, so a row committed into the orphan just after the restore can
+// carry a timestamp from just before it; dropping it would lose a message
+// its client was told was saved. The price is that rows written in the
+// last moment before a restore come back: a restore rolls back hours, and
+// a message acknowledged while the restore ran is one to keep.
+const replaceMargin = 200 * time.Millisecond
+
+// ReplaceMargin is replaceMargin, for the tests of other packages that
+// must tell rows the restore rolled back from rows it must keep.
+const ReplaceMargin = replaceMargin
+
+// Divert retries: a divert that keeps failing (a malformed capture) is
+// tried every divertRetry, maxDivertFails times, then the incident fails
+// with the capture kept, so its store's other replay jobs are no longer
+// held back by it.
+const (
+	divertRetry    = 30 * time.Second
+	maxDivertFails = 5
+)
+
+// replacedAt is when the main at path was replaced: the new main's ctime
+// (rename(2) sets it), when that is earlier than the moment the agent saw
+// the change — a restore done while the agent was down is seen late.
+func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
+	if kind == journal.KindSidecarLost {
+		return seen
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return seen
+	}
+	if c := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)); c.Before(seen) {
+		return c
+	}
+	return seen
+}
+
+// stepDivert (captured): write the rows that exist only in the capture as
+// Hermes diverted JSONL (DESIGN.md step 7). A generic store ends at its
+// capture.
+func (e *Engine) stepDivert(li *live) {
+	if e.st.Kind != store.Hermes {
+		e.finish(li, resolved, journal.Step{Name: journal.StepResolved, Detail: map[string]any{"note": "generic store: no row replay"}})
+		return
+	}
+	rep, ok := e.divertNow(li)
+	if !ok {
+		return
+	}
+	e.enter(li, diverted, journal.Step{Name: journal.StepDiverted, Detail: map[string]any{
+		"dir": rep.Dir, "replay_rows": rep.ReplayRows, "pre_replacement_rows": rep.PreReplacementRows, "files": len(li.replay)}},
+		func(inc *journal.Incident) { inc.Detail.DivertDir = rep.Dir })
+}
+
+// divertNow runs the divert (idempotent: the same capture gives the same
+// files) and keeps the files to queue; a failure is retried, and after
+// maxDivertFails the incident fails.
+func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
+	defer cancel()
+	rep, err := e.d.Salvage.Divert(ctx, recovery.DivertRequest{
+		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: string(li.kind),
+		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
+	})
+	if err != nil {
+		tries := li.wait.tries + 1
+		if tries >= maxDivertFails {
+			e.emit(slog.LevelError, "divert failed; giving up", EventDivertFailed, li, "capture", li.capDir, "err", err)
+			e.finish(li, failed, failStep(fmt.Sprintf(
+				"divert failed %d times: %v; the capture is kept at %s (agentctl export --capture, agentctl replay --capture)", tries, err, li.capDir)))
+			return rep, false
+		}
+		li.wait = pending{why: WaitRetry, until: e.d.Now().Add(divertRetry), tries: tries}
+		e.emit(slog.LevelError, "divert failed; retried in 30s", EventDivertFailed, li, "capture", li.capDir, "err", err)
+		e.note(li, "divert: "+err.Error())
+		return rep, false
+	}
+	li.wait, li.replay = pending{}, append([]recovery.DivertFile{}, rep.ReplayFiles(false)...)
+	e.emit(slog.LevelInfo, "rows only in the capture diverted", EventDiverted, li, "dir", rep.Dir,
+		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows)
+	return rep, true
+}
+
+// stepQueue (diverted): one replay job per session file (DESIGN.md step
+// 8). The jobs run on the replay queue once no incident blocks the store.
+func (e *Engine) stepQueue(li *live) {
+	if li.replay == nil {
+		if _, ok := e.divertNow(li); !ok { // a restart lost the file list
+			return
+		}
+	}
+	ctx, cancel := e.journalCtx()
+	defer cancel()
+	for _, f := range li.replay {
+		job, err := e.d.Journal.EnqueueJob(ctx, journal.Job{IncidentID: li.id, Store: e.st.Path, Path: f.Path, SessionID: f.SessionID})
+		if err != nil {
+			// EnqueueJob merges duplicates: the next wake queues again.
+			e.log.Error("queue replay failed", "incident", li.id, "path", f.Path, "err", err)
+			return
+		}
+		e.emit(slog.LevelInfo, "replay queued", EventReplayQueued, li, "job", job.ID, "path", f.Path, "rows", f.Rows)
+	}
+	e.enter(li, replaying, journal.Step{Name: journal.StepReplayQueued, Detail: map[string]any{"jobs": len(li.replay)}}, nil)
+}
+
+// stepJobs (replaying): resolve once every job of the incident is done;
+// fail when one has given up (DESIGN.md step 9).
+func (e *Engine) stepJobs(li *live) {
+	ctx, cancel := e.journalCtx()
+	defer cancel()
+	jobs, err := e.d.Journal.ListJobs(ctx, journal.JobFilter{IncidentID: li.id})
+	if err != nil {
+		return
+	}
+	rows := 0
+	for _, j := range jobs {
+		switch j.State {
+		case journal.JobDone:
+			if j.Result != nil {
+				rows += j.Result.Appended
+			}
+		case journal.JobFailed:
+			e.finish(li, failed, failStep("replay job "+j.Path+" failed: "+j.LastError+" (agentctl replay "+j.Path+" --now retries it by hand)"))
+			return
+		default:
+			li.wait = pending{why: WaitJobs}
+			return
+		}
+	}
+	e.finish(li, resolved, journal.Step{Name: journal.StepResolved, Detail: map[string]any{"replayed_rows": rows, "jobs": len(jobs)}})
+}

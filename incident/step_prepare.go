@@ -1,0 +1,130 @@
+package incident
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
+)
+
+// What happens before release, while the holders are still frozen
+// (kindSpec.prepare):
+//   - sidecar_lost: snapshot the shared main as it is now, under a read
+//     transaction on the new generation so no checkpoint lands in it
+//     first; the orphan WAL was built on these pages.
+//   - mispaired: move the old generation's -wal/-shm out of the path
+//     before a new opener recovers them into the new main.
+
+// snapshotPath is where a sidecar_lost incident keeps its main snapshot
+// until the capture adopts it; a resumed incident finds it there.
+func snapshotPath(db, incident string) string { return fmt.Sprintf("%s.snapshot-%s", db, incident) }
+
+func (e *Engine) snapshotMain(li *live) {
+	if li.snapshot != "" {
+		return
+	}
+	if dst := snapshotPath(e.st.Path, li.id); fileExists(dst) {
+		li.snapshot = dst // taken by a previous agent
+		return
+	}
+	main := li.pinOf(holders.RoleMain)
+	if main == nil {
+		e.log.Error("sidecar_lost without a pinned main; the capture will use the live main", "incident", li.id)
+		return
+	}
+	dst := snapshotPath(e.st.Path, li.id)
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	if err := e.d.Salvage.Snapshot(ctx, e.st.Path, main.f, dst); err != nil {
+		e.emit(slog.LevelError, "main snapshot failed", EventCaptureFailed, li, "err", err)
+		return
+	}
+	li.snapshot = dst
+	e.record(li, journal.Step{Name: journal.StepSnapshotWritten, Detail: map[string]any{"path": dst}}, nil)
+}
+
+// quarantine moves a mispaired store's foreign sidecars into the
+// incident's staging capture, unless a new opener already joined them.
+func (e *Engine) quarantine(li *live) {
+	if li.quarantined {
+		return
+	}
+	li.quarantined = true
+	want := li.foreign
+	if want == nil {
+		want = map[string]fileid.ID{}
+		for _, p := range li.pins {
+			if p.role != holders.RoleMain {
+				want[p.role.Suffix()] = p.id
+			}
+		}
+	}
+	if joined := e.joiners(li); len(joined) > 0 {
+		msg := fmt.Sprintf("a new opener (pids %v) already joined the old generation's sidecars with the new main; files left in place, check the store by hand", joined)
+		e.emit(slog.LevelError, "mispaired sidecars already in use", EventCaptureFailed, li, "pids", joined, "critical", true)
+		e.note(li, msg)
+		return
+	}
+	staging, err := e.d.Salvage.Stage(e.captureRequest(li))
+	if err != nil {
+		e.emit(slog.LevelError, "stage capture failed", EventCaptureFailed, li, "err", err)
+		e.note(li, err.Error())
+		return
+	}
+	li.staging = staging
+	moved, err := e.d.Salvage.Quarantine(e.st.Path, staging, want)
+	if err != nil {
+		e.emit(slog.LevelError, "quarantine incomplete", EventCaptureFailed, li, "moved", moved, "err", err)
+		e.note(li, err.Error())
+	}
+	if len(moved) > 0 {
+		e.emit(slog.LevelWarn, "foreign sidecars quarantined", EventSidecarsQuarantined, li, "moved", moved)
+		e.record(li, journal.Step{Name: journal.StepQuarantined, Detail: map[string]any{"moved": moved}},
+			func(inc *journal.Incident) { inc.Detail.Quarantined = moved })
+	}
+}
+
+// joiners lists processes outside the incident that hold the current
+// -wal or -shm: they opened the new main with the old sidecars.
+func (e *Engine) joiners(li *live) []int {
+	sr, err := e.d.Scan.Targeted(e.target)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range sr.Holders {
+		if li.holds(p.Ref()) {
+			continue
+		}
+		for _, f := range p.Files {
+			if f.Role != holders.RoleMain && f.Current {
+				out = append(out, p.Pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// captureRequest is where the incident's captures go and what they say.
+func (e *Engine) captureRequest(li *live) recovery.CaptureRequest {
+	pid := os.Getpid()
+	if len(li.holders) > 0 {
+		pid = li.holders[0].ref.Pid
+	}
+	return recovery.CaptureRequest{
+		DBPath: e.st.Path, PID: pid, IncidentID: li.id, Kind: string(li.kind),
+		MaxBytes: e.d.Config().CaptureMaxBytes, Staging: li.staging, Now: li.openedAt, Logger: e.d.Log,
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -1,0 +1,137 @@
+package incident
+
+import (
+	"github.com/stateguard/stateguard/journal"
+)
+
+// The state machine: for each state an incident can be in, the one step
+// that moves it on, and every state that step may move it to. doc.go draws
+// the same table; TestDiagramMatchesTable fails when they disagree, and
+// enter refuses (and logs as a bug) any move the table does not list.
+//
+// Steps are idempotent: a restarted agent runs the step of the state the
+// journal says, whatever the previous agent had done of it.
+
+// stepFunc does what its state calls for: it moves the incident on with
+// enter or finish, or sets what it waits for and returns.
+type stepFunc func(e *Engine, li *live)
+
+type entry struct {
+	step stepFunc
+	next []journal.State
+	// terminal states have no step: the incident is over.
+	terminal bool
+	// verify, when set, runs before the step; an error moves the incident
+	// to needs_action instead. It is where a per-step identity check
+	// belongs (is every pin still the inode the incident recorded, is the
+	// store's directory still the one discovered), so adding one reshapes
+	// nothing.
+	verify func(e *Engine, li *live) error
+}
+
+const (
+	open        = journal.StateOpen
+	frozen      = journal.StateFrozen
+	pinned      = journal.StatePinned
+	released    = journal.StateReleased
+	captured    = journal.StateCaptured
+	diverted    = journal.StateDiverted
+	replaying   = journal.StateReplaying
+	resolved    = journal.StateResolved
+	failed      = journal.StateFailed
+	needsAction = journal.StateNeedsAction
+)
+
+// newTable is the state machine. A new terminal state (unrecoverable) is
+// one more entry with terminal set and the states that may reach it added
+// to their next; the steps that decide it call finish.
+func newTable() map[journal.State]entry {
+	return map[journal.State]entry{
+		open:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		frozen:      {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		pinned:      {step: (*Engine).stepRelease, next: []journal.State{released, needsAction, captured, failed}},
+		released:    {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}},
+		needsAction: {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}},
+		captured:    {step: (*Engine).stepDivert, next: []journal.State{diverted, resolved, failed}},
+		diverted:    {step: (*Engine).stepQueue, next: []journal.State{replaying, failed}},
+		replaying:   {step: (*Engine).stepJobs, next: []journal.State{resolved, failed}},
+		resolved:    {terminal: true},
+		failed:      {terminal: true},
+	}
+}
+
+// kindSpec is what differs between incident kinds. A new kind (rewritten)
+// is one more entry: what to do while its holders are still frozen, and
+// how its capture treats the main file.
+type kindSpec struct {
+	// prepare runs before release, while the holders are stopped; it is
+	// idempotent (a resumed incident runs it again).
+	prepare func(e *Engine, li *live)
+	// mainShared: the orphan shares its main file with the new
+	// generation, so the capture takes the snapshot made at detection, not
+	// the live main, and the main is no sign the orphan changed.
+	mainShared bool
+}
+
+func kindOf(k journal.Kind) kindSpec {
+	switch k {
+	case journal.KindSidecarLost:
+		return kindSpec{prepare: (*Engine).snapshotMain, mainShared: true}
+	case journal.KindMispaired:
+		return kindSpec{prepare: (*Engine).quarantine}
+	}
+	return kindSpec{}
+}
+
+// allowed reports whether the table lets from move to to.
+func (e *Engine) allowed(from, to journal.State) bool {
+	for _, n := range e.table[from].next {
+		if n == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Advance moves every unfinished incident on as far as it can go now.
+// It stops between two steps once Stop was called.
+func (e *Engine) Advance() {
+	for _, li := range e.all() {
+		if e.stopping.Load() {
+			return
+		}
+		e.followHermesDiverts(li)
+		e.run(li)
+	}
+}
+
+// run drives one incident: the step of its state, again as long as the
+// step moved it and it has nothing to wait for.
+func (e *Engine) run(li *live) {
+	for !e.stopping.Load() {
+		ent := e.table[li.state]
+		if ent.terminal || ent.step == nil || !li.wait.ready(e.d.Now()) {
+			return
+		}
+		if ent.verify != nil {
+			if err := ent.verify(e, li); err != nil {
+				e.needsAction(li, err.Error())
+				return
+			}
+		}
+		if h := e.d.Hooks.BeforeStep; h != nil {
+			h(li.id, li.state)
+		}
+		before := li.state
+		ent.step(e, li)
+		if li.state == before || !e.isLive(li) {
+			return
+		}
+	}
+}
+
+func (e *Engine) isLive(li *live) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live[li.id] == li
+}

@@ -1,0 +1,116 @@
+package incident
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/stateguard/stateguard/journal"
+)
+
+// journalTimeout bounds one journal write. Journal writes do not use the
+// engine's context: a step that was done when the agent began to stop
+// must still be recorded, or the journal would say it never happened.
+const journalTimeout = 30 * time.Second
+
+// journalCtx bounds a journal write without the engine's cancellation.
+func (e *Engine) journalCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(e.ctx), journalTimeout)
+}
+
+// enter moves li to state to and journals step, with what update records
+// of the step (capture path, holders released, ...), in one transaction;
+// then it moves the incidents gauge. Every change of an incident's state
+// goes through it. A journal failure is logged and the incident still
+// moves on: the protocol must not stall on its record, and the next
+// successful write catches the journal up.
+func (e *Engine) enter(li *live, to journal.State, step journal.Step, update func(*journal.Incident)) {
+	from := li.state
+	if to != from && !e.allowed(from, to) {
+		e.log.Error("bug: a step moved an incident along a transition the state table does not have; refused",
+			"incident", li.id, "from", string(from), "to", string(to), "step", step.Name)
+		return
+	}
+	e.write(li, from, to, step, update)
+	if to != from {
+		e.d.Metrics.IncidentState(string(li.kind), string(from), -1)
+		e.d.Metrics.IncidentState(string(li.kind), string(to), 1)
+		li.prev, li.state = from, to
+	}
+}
+
+// record journals a step that leaves the state as it is (a snapshot, a
+// note, a capture taken before release).
+func (e *Engine) record(li *live, step journal.Step, update func(*journal.Incident)) {
+	e.write(li, li.state, li.state, step, update)
+}
+
+func (e *Engine) write(li *live, from, to journal.State, step journal.Step, update func(*journal.Incident)) {
+	if h := e.d.Hooks.BeforeJournal; h != nil {
+		h(li.id, from, to, step.Name)
+	}
+	ctx, cancel := e.journalCtx()
+	defer cancel()
+	_, err := e.d.Journal.UpdateIncident(ctx, li.id, step, func(inc *journal.Incident) error {
+		if update != nil {
+			update(inc)
+		}
+		inc.State = to
+		return nil
+	})
+	if err != nil {
+		e.log.Error("journal step failed", "incident", li.id, "step", step.Name, "to", string(to), "err", err)
+	}
+}
+
+// needsAction moves the incident to needs_action with the reason an
+// operator reads in `agentctl incident show`.
+func (e *Engine) needsAction(li *live, msg string) {
+	if li.state == needsAction {
+		return
+	}
+	e.enter(li, needsAction, journal.Step{Name: journal.StepNeedsAction, Detail: map[string]any{"error": msg}},
+		func(inc *journal.Incident) { inc.Detail.Error = msg })
+}
+
+// note journals a problem that does not change the state.
+func (e *Engine) note(li *live, msg string) {
+	e.record(li, journal.Step{Name: journal.StepNote, Detail: map[string]any{"error": msg}},
+		func(inc *journal.Incident) { inc.Detail.Error = msg })
+}
+
+// finish ends an incident in a terminal state, closes its pins and
+// forgets it.
+func (e *Engine) finish(li *live, to journal.State, step journal.Step) {
+	var update func(*journal.Incident)
+	if msg, ok := step.Detail["error"].(string); ok && to == failed {
+		update = func(inc *journal.Incident) { inc.Detail.Error = msg }
+	}
+	e.enter(li, to, step, update)
+	if li.state != to {
+		return // refused: a bug, logged by enter
+	}
+	li.closePins()
+	if li.snapshot != "" {
+		_ = os.Remove(li.snapshot)
+	}
+	e.forget(li)
+	if to == failed {
+		e.emit(slog.LevelError, "incident failed", EventIncidentResolved, li, "state", string(to), "reason", step.Detail["error"])
+		return
+	}
+	e.emit(slog.LevelInfo, "incident resolved", EventIncidentResolved, li, "state", string(to),
+		"took_ms", e.d.Now().Sub(li.openedAt).Milliseconds())
+}
+
+// emit logs one record of a protocol step with its stable event name (the
+// alert path picks it up from there).
+func (e *Engine) emit(level slog.Level, msg, event string, li *live, attrs ...any) {
+	args := append([]any{"event", event, "incident", li.id}, attrs...)
+	e.log.Log(context.Background(), level, msg, args...)
+}
+
+func failStep(msg string) journal.Step {
+	return journal.Step{Name: journal.StepFailed, Detail: map[string]any{"error": msg}}
+}

@@ -1,0 +1,295 @@
+package supervisor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
+)
+
+// check compares what is at the store's paths with what the worker last
+// saw and with the processes holding the store's inodes. Any process that
+// holds an inode no longer at its path is an orphan holder: it is frozen
+// first (from the holder cache, before anything else is read), and an
+// incident is opened for it.
+func (w *worker) check(at time.Time) {
+	gen := w.readGeneration()
+	frozen := map[int]frozenProc{}
+	w.fastFreeze(gen, frozen)
+	changed := w.haveGen && !gen.Diff(w.gen).Same()
+	if len(frozen) > 0 || changed {
+		// A restore is several syscalls (rename the main, then unlink
+		// the sidecars, often from separate commands): classify what
+		// it leaves, not the instant between two of its steps. The
+		// orphans are already stopped, so waiting costs no data.
+		gen = w.settle(gen, frozen)
+		changed = w.haveGen && !gen.Diff(w.gen).Same()
+	}
+	sr, ok := w.scan(changed, frozen)
+	if !ok {
+		return
+	}
+	orphans := w.confirm(sr, frozen)
+	old, hadGen := w.gen, w.haveGen
+	if changed {
+		ch := gen.Diff(old)
+		w.log.Info("generation changed", "event", EventGenerationChanged, "change", ch.String(),
+			"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID, "intended", w.intended())
+		if len(orphans) == 0 {
+			w.checkForeignSidecars(ch, old, gen, sr, at)
+			w.lostWAL(ch, old, gen, at)
+		}
+	}
+	w.gen, w.haveGen = gen, true
+	defer w.checkpointIdle(gen, sr) // after the guard is synced: deferred calls run last first
+	defer w.guardSync(gen)
+	if len(orphans) > 0 {
+		var oldRec *journal.GenerationRecord
+		if hadGen {
+			oldRec = generationRecord(old)
+		}
+		w.openIncident(orphans, frozen, at, oldRec, gen)
+	}
+}
+
+// scan finds the store's holders: a full scan after a real change (the
+// targeted scan re-inspects only the holders the cache knows, so a
+// process that opened the store since the last full scan would be missed
+// until the next reconcile; a real change is rare and worth it, and the
+// known holders are already frozen), the targeted one otherwise. On
+// failure every fast-path freeze is undone.
+func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
+	if changed {
+		if res := w.a.fullScan(); res != nil {
+			if sr := res.Store(w.st.Path); sr != nil {
+				return sr, true
+			}
+		}
+	}
+	pids := make([]int, 0, len(frozen))
+	for pid := range frozen {
+		pids = append(pids, pid)
+	}
+	sr, err := w.a.cache.Targeted(w.target, pids...)
+	if err != nil {
+		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
+		w.thawAll(frozen)
+		return nil, false
+	}
+	return sr, true
+}
+
+// confirm returns the scan's orphan holders that still hold an inode not
+// at its path once the scan is over (orphansNow), that no incident of the
+// store handles yet and that are not an announced restore's own process
+// (it holds the old files on purpose; anyone else it orphans is still
+// protected). Whatever the fast path froze that the fresh scan does not
+// confirm as such an orphan goes back to running at once.
+func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []holders.Process {
+	var orphans []holders.Process
+	for _, p := range orphansNow(sr.Orphans(), w.readGeneration()) {
+		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) {
+			orphans = append(orphans, p)
+		}
+	}
+	for pid, f := range frozen {
+		if p := findPid(orphans, pid); p == nil || p.StartTicks != f.ref.StartTicks {
+			_ = holders.Thaw(f.ref)
+			delete(frozen, pid)
+		}
+	}
+	return orphans
+}
+
+// orphansNow keeps the orphans that hold an inode that is not the one at
+// its path in now, read after the scan. The scan lstats the paths before
+// it inspects the processes: a process that opened the store's next
+// generation in between (a gateway starting right after the sidecars were
+// removed) holds files the scan saw as not current, and is no orphan.
+func orphansNow(orphans []holders.Process, now store.Generation) []holders.Process {
+	var out []holders.Process
+	for i := range orphans {
+		if holdsStale(&orphans[i], now) {
+			out = append(out, orphans[i])
+		}
+	}
+	return out
+}
+
+// openIncident freezes the orphans the policy says to freeze that the
+// fast path did not, and hands them to the engine.
+func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation) {
+	kind := classify(orphans)
+	policy := w.a.policies(w.st.Path).For(kind)
+	if policy == incident.PolicyObserve {
+		w.thawAll(frozen) // the fast path guessed another kind
+	}
+	for i := range orphans {
+		p := &orphans[i]
+		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+		} else {
+			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
+		}
+	}
+	w.claimGuardWAL(orphans)
+	at2 := make(map[int]time.Time, len(frozen))
+	for pid, f := range frozen {
+		at2[pid] = f.at
+	}
+	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
+		Old: old, New: generationRecord(gen)})
+}
+
+// Settle times: a change is classified once no further event for the
+// store arrived for settleQuiet, or after settleMax at the latest.
+const (
+	settleQuiet = 25 * time.Millisecond
+	settleMax   = 250 * time.Millisecond
+)
+
+// settle waits until the store's directory has been quiet for
+// settleQuiet and returns the generation then. A change that arrives while
+// it waits (a restore right after a writer created its sidecars) still
+// gets the fast-path freeze at once.
+func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.Generation {
+	deadline := time.Now().Add(settleMax)
+	for {
+		quiet := time.NewTimer(min(settleQuiet, time.Until(deadline)))
+		select {
+		case <-w.kickC:
+			quiet.Stop()
+			gen = w.readGeneration()
+			w.fastFreeze(gen, frozen)
+			if time.Now().Before(deadline) {
+				continue
+			}
+		case <-quiet.C:
+		case <-w.stop:
+			quiet.Stop()
+		}
+		return w.readGeneration()
+	}
+}
+
+// readGeneration reads what is at the store's paths now. A failed read
+// (a file missing, or changing under the read) still returns what lstat
+// saw, which is what detection compares.
+func (w *worker) readGeneration() store.Generation {
+	g, err := store.ReadGeneration(w.st.Path)
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
+		w.log.Debug("read generation", "err", err)
+	}
+	return g
+}
+
+// fastFreeze stops, from the holder cache alone, every process the last
+// scan saw holding an inode that is not the one at its path in gen; the
+// targeted re-scan confirms or thaws afterwards.
+func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
+	known, ok := w.a.cache.Known(w.target)
+	if !ok {
+		return
+	}
+	pol := w.a.policies(w.st.Path)
+	for i := range known.Holders {
+		p := &known.Holders[i]
+		if _, done := frozen[p.Pid]; done || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+			continue
+		}
+		if pol.For(guessKind(p, gen)) == incident.PolicyObserve {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+		}
+	}
+}
+
+// frozenProc is a process this check stopped, and when.
+type frozenProc struct {
+	ref holders.ProcRef
+	at  time.Time
+}
+
+// holdsStale reports whether a cached holder holds an inode of the store
+// that is not the one now at its path.
+func holdsStale(p *holders.Process, g store.Generation) bool {
+	for _, f := range p.Files {
+		cur := fileOf(g, f.Role)
+		if !cur.Exists || cur.ID != f.ID {
+			return true
+		}
+	}
+	return false
+}
+
+func fileOf(g store.Generation, r holders.Role) fileid.State {
+	switch r {
+	case holders.RoleWAL:
+		return g.WAL
+	case holders.RoleSHM:
+		return g.SHM
+	}
+	return g.Main
+}
+
+// guessKind classifies one cached holder against a generation, for the
+// fast path's policy look-up only.
+func guessKind(p *holders.Process, g store.Generation) journal.Kind {
+	for _, f := range p.Files {
+		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID != f.ID) {
+			return journal.KindReplaced
+		}
+	}
+	return journal.KindSidecarLost
+}
+
+// classify names the incident from the fresh scan's orphan holders: the
+// main replaced with the old sidecars still at the path is mispaired,
+// main replaced otherwise is replaced, and orphaned sidecars under the
+// same main are sidecar_lost.
+func classify(orphans []holders.Process) journal.Kind {
+	kind := journal.KindSidecarLost
+	for _, p := range orphans {
+		mainGone, sidecarCurrent := false, false
+		for _, f := range p.Files {
+			switch {
+			case f.Role == holders.RoleMain && !f.Current:
+				mainGone = true
+			case f.Role != holders.RoleMain && f.Current:
+				sidecarCurrent = true
+			}
+		}
+		if mainGone && sidecarCurrent {
+			return journal.KindMispaired
+		}
+		if mainGone {
+			kind = journal.KindReplaced
+		}
+	}
+	return kind
+}
+
+func (w *worker) thawAll(frozen map[int]frozenProc) {
+	for pid, f := range frozen {
+		_ = holders.Thaw(f.ref)
+		delete(frozen, pid)
+	}
+}
+
+func findPid(ps []holders.Process, pid int) *holders.Process {
+	for i := range ps {
+		if ps[i].Pid == pid {
+			return &ps[i]
+		}
+	}
+	return nil
+}
