@@ -189,6 +189,7 @@ type fakeSalvage struct {
 	failSnap    int
 	captures    []string // phase of every capture written, in order
 	n           int
+	cuts        map[string]time.Time // the ReplacedAt of each incident's first divert
 }
 
 var errFull = fmt.Errorf("capture of state.db: %w", recovery.ErrNoSpace)
@@ -239,6 +240,14 @@ func (s *fakeSalvage) Divert(_ context.Context, r recovery.DivertRequest) (recov
 		s.failDivert--
 		return recovery.DivertReport{}, errors.New("divert: capture is malformed")
 	}
+	// recovery.Divert refuses to divert an incident again with another cut.
+	if s.cuts == nil {
+		s.cuts = map[string]time.Time{}
+	}
+	if cut, ok := s.cuts[r.IncidentID]; ok && !cut.Equal(r.ReplacedAt) {
+		return recovery.DivertReport{}, fmt.Errorf("incident already diverted differently: cut %v, asked %v", cut, r.ReplacedAt)
+	}
+	s.cuts[r.IncidentID] = r.ReplacedAt
 	dir := filepath.Join(r.ProfileHome, "sessions", "recovered", r.IncidentID)
 	f := recovery.DivertFile{Path: filepath.Join(dir, "s1.jsonl"), SessionID: "s1", Rows: 3}
 	return recovery.DivertReport{Dir: dir, Sessions: 1, ReplayRows: 3, Files: []recovery.DivertFile{f}}, nil
