@@ -106,11 +106,18 @@ func (e *Engine) Advance() {
 }
 
 // run drives one incident: the step of its state, again as long as the
-// step moved it and it has nothing to wait for.
+// step moved it and it has nothing to wait for. Once Stop was called no
+// step starts.
 func (e *Engine) run(li *live) {
-	for !e.stopping.Load() {
+	for {
 		ent := e.table[li.state]
 		if ent.terminal || ent.step == nil || !li.wait.ready(e.d.Now()) {
+			return
+		}
+		if h := e.d.Hooks.BeforeStep; h != nil {
+			h(li.id, li.state)
+		}
+		if e.stopping.Load() {
 			return
 		}
 		if ent.verify != nil {
@@ -118,9 +125,6 @@ func (e *Engine) run(li *live) {
 				e.needsAction(li, err.Error())
 				return
 			}
-		}
-		if h := e.d.Hooks.BeforeStep; h != nil {
-			h(li.id, li.state)
 		}
 		before := li.state
 		ent.step(e, li)

@@ -73,9 +73,15 @@ type Agent struct {
 	metrics *MetricsServer
 	started time.Time
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// ctx bounds the agent's work (a capture, a divert, a replay): Close
+	// cancels it only after every worker stopped, or when its own
+	// deadline runs out. quit, closed first, stops the loops that start
+	// work.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	quit      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 
 	mu       sync.Mutex
 	workers  map[string]*worker
@@ -100,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
 	enableOFDLocking(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
-		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1)}
+		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if err := a.openState(ctx); err != nil {
@@ -108,13 +114,11 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	if err := a.startWorkers(ctx); err != nil {
-		a.stopWorkers()
-		a.release()
+		a.abort()
 		return nil, err
 	}
 	if err := a.serve(ctx); err != nil {
-		a.stopWorkers()
-		a.release()
+		a.abort()
 		return nil, err
 	}
 	a.wg.Add(3)
@@ -237,14 +241,19 @@ func (a *Agent) allWorkers() []*worker {
 	return ws
 }
 
-// stopWorkers lets every worker finish its step in flight and stop.
+// stopWorkers lets every worker finish its step in flight and stop,
+// all at once.
 func (a *Agent) stopWorkers() {
-	if a.watch != nil {
-		_ = a.watch.Close(context.Background())
+	ws := a.allWorkers()
+	for _, w := range ws {
+		w.eng.Stop()
 	}
-	for _, w := range a.allWorkers() {
-		w.stopAndWait()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.stopAndWait() }()
 	}
+	wg.Wait()
 }
 
 // enableOFDLocking makes the agent's own SQLite connections use OFD locks,
@@ -257,33 +266,33 @@ func enableOFDLocking(log *slog.Logger) {
 	}
 }
 
-// Close stops watching, lets every worker finish its current step (or
-// journal where it stopped), and releases the state directory. Frozen
-// holders stay frozen only with a journal record, which the next start
-// resumes.
+// Close stops the agent in the order that leaves the journal true: no
+// new work starts (the watcher, the reconcile and replay loops stop; a
+// replay job in flight finishes), every worker finishes the step in
+// flight and journals it, starts no other, and closes its pins and guard;
+// then the agent's work context is canceled and the state directory
+// released. If ctx ends first, the work in flight is canceled (and
+// journaled as not done) and Close returns ctx's error. Frozen holders
+// stay frozen only with a journal record, which the next start resumes.
 func (a *Agent) Close(ctx context.Context) error {
+	var err error
+	a.closeOnce.Do(func() { err = a.close(ctx) })
+	return err
+}
+
+func (a *Agent) close(ctx context.Context) error {
 	a.log.Info("agent stopping", "event", EventAgentStopping)
-	a.cancel()
+	for _, w := range a.allWorkers() {
+		w.eng.Stop() // the step in flight goes on; no other starts
+	}
+	close(a.quit)
 	var errs []error
 	if a.watch != nil {
 		errs = append(errs, a.watch.Close(ctx))
 	}
-	a.mu.Lock()
-	ws := make([]*worker, 0, len(a.workers))
-	for _, w := range a.workers {
-		ws = append(ws, w)
-	}
-	a.mu.Unlock()
-	for _, w := range ws {
-		w.stopAndWait()
-	}
-	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("agent close: %w", ctx.Err()))
-	}
+	errs = append(errs, a.waitOrCancel(ctx, "loops", a.wg.Wait))
+	errs = append(errs, a.waitOrCancel(ctx, "workers", a.stopWorkers))
+	a.cancel()
 	if a.ctl != nil {
 		errs = append(errs, a.ctl.Close(ctx))
 	}
@@ -292,6 +301,31 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	a.release()
 	return errors.Join(errs...)
+}
+
+// waitOrCancel runs wait; if ctx ends first, it cancels the agent's work
+// so wait returns soon, and reports ctx's error.
+func (a *Agent) waitOrCancel(ctx context.Context, what string, wait func()) error {
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		a.cancel()
+		<-done
+		return fmt.Errorf("agent close: %s: %w (work in flight canceled)", what, ctx.Err())
+	}
+}
+
+// abort undoes a Start that failed after its workers started.
+func (a *Agent) abort() {
+	close(a.quit)
+	if a.watch != nil {
+		_ = a.watch.Close(context.Background())
+	}
+	a.stopWorkers()
+	a.release()
 }
 
 func (a *Agent) release() {
@@ -455,7 +489,7 @@ func (a *Agent) eventLoop() {
 	defer a.wg.Done()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-a.quit:
 			return
 		case ev, ok := <-a.watch.Events():
 			if !ok {
@@ -488,7 +522,7 @@ func (a *Agent) reconcileLoop() {
 	defer a.wg.Done()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-a.quit:
 			return
 		case <-a.reconcileC:
 			a.reconcile()

@@ -106,7 +106,7 @@ func (w *worker) guardTick(now time.Time) {
 // guardClose releases the store's guard when its worker stops.
 func (w *worker) guardClose() {
 	why := "store no longer watched"
-	if w.a.ctx.Err() != nil {
+	if w.a.quitting() {
 		why = "agent stopping"
 	}
 	w.guardRelease(why)

@@ -25,7 +25,7 @@ func (a *Agent) replayLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-a.quit:
 			return
 		case <-t.C:
 			a.runReplayJobs()
@@ -34,7 +34,7 @@ func (a *Agent) replayLoop() {
 }
 
 func (a *Agent) runReplayJobs() {
-	for a.ctx.Err() == nil {
+	for !a.quitting() {
 		job, ok, err := a.journal.ClaimNextJob(a.ctx, time.Now())
 		if err != nil || !ok {
 			return
@@ -107,4 +107,13 @@ func replayJob(ctx context.Context, job journal.Job) (recovery.ReplayReport, err
 		return rep, fmt.Errorf("%w: %w", journal.ErrNoRetry, err)
 	}
 	return rep, err
+}
+
+func (a *Agent) quitting() bool {
+	select {
+	case <-a.quit:
+		return true
+	default:
+		return false
+	}
 }
