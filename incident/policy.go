@@ -47,9 +47,14 @@ type PolicySet struct {
 	Grace       time.Duration
 }
 
-// DefaultPolicies are DESIGN.md's defaults.
+// DefaultGrace is the terminate grace period when none is set.
+const DefaultGrace = 30 * time.Second
+
+// DefaultPolicies are DESIGN.md's defaults, the only place they are
+// defined: the config loader fills unset entries from them and For and
+// GraceOrDefault fall back to them.
 func DefaultPolicies() PolicySet {
-	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Grace: 30 * time.Second}
+	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Grace: DefaultGrace}
 }
 
 // For returns the policy for kind k; unset entries fall back to the
@@ -75,7 +80,7 @@ func (s PolicySet) For(k journal.Kind) Policy {
 // GraceOrDefault returns the terminate grace period, default 30 s.
 func (s PolicySet) GraceOrDefault() time.Duration {
 	if s.Grace <= 0 {
-		return DefaultPolicies().Grace
+		return DefaultGrace
 	}
 	return s.Grace
 }

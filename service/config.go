@@ -16,7 +16,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/watcher"
 )
 
 // Config is agentd's configuration file. Its zero value, after
@@ -89,19 +92,14 @@ type StoreConfig struct {
 	Policy PolicyConfig `toml:"policy"`
 }
 
-// Defaults, as the README documents them.
+// Defaults, as the README documents them. Each is defined by the package
+// that uses it; these names only collect them for the config.
 const (
-	DefaultReconcile         = 10 * time.Second
-	DefaultGrace             = 30 * time.Second
-	DefaultAlertTimeout      = 10 * time.Second
-	DefaultAlertConcurrency  = 4
-	DefaultAlertRateLimit    = time.Minute
-	DefaultStallTimeout      = 300 * time.Second
-	SystemConfigPath         = "/etc/stateguard/agent.toml"
-	userConfigRelative       = "stateguard/agent.toml"
-	DefaultReplacedPolicy    = PolicyTerminate
-	DefaultSidecarLostPolicy = PolicyKill
-	DefaultMispairedPolicy   = PolicyKill
+	DefaultReconcile    = watcher.DefaultReconcile
+	DefaultGrace        = incident.DefaultGrace
+	DefaultStallTimeout = 300 * time.Second
+	SystemConfigPath    = "/etc/stateguard/agent.toml"
+	userConfigRelative  = "stateguard/agent.toml"
 	// DefaultVerdict: uninspectable processes of other users that hold no
 	// lock on a store do not make its verdict unknown (holders.RuleLocks).
 	DefaultVerdict = holders.RuleLocks
@@ -236,10 +234,8 @@ func (c *Config) ApplyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
-	c.Policy.fill(PolicyConfig{
-		Replaced: DefaultReplacedPolicy, SidecarLost: DefaultSidecarLostPolicy,
-		Mispaired: DefaultMispairedPolicy, Grace: Duration{D: DefaultGrace},
-	})
+	d := incident.DefaultPolicies()
+	c.Policy.fill(PolicyConfig{Replaced: d.Replaced, SidecarLost: d.SidecarLost, Mispaired: d.Mispaired, Grace: Duration{D: d.Grace}})
 	for i := range c.Stores {
 		s := &c.Stores[i]
 		if s.Kind == "" {
@@ -248,13 +244,13 @@ func (c *Config) ApplyDefaults() {
 		s.Policy.fill(c.Policy)
 	}
 	if c.Alert.Timeout.D == 0 {
-		c.Alert.Timeout.D = DefaultAlertTimeout
+		c.Alert.Timeout.D = alert.DefaultTimeout
 	}
 	if c.Alert.Concurrency == 0 {
-		c.Alert.Concurrency = DefaultAlertConcurrency
+		c.Alert.Concurrency = alert.DefaultConcurrency
 	}
 	if c.Alert.RateLimit.D == 0 {
-		c.Alert.RateLimit.D = DefaultAlertRateLimit
+		c.Alert.RateLimit.D = alert.DefaultRateLimit
 	}
 	if c.Stall.Timeout.D == 0 && !c.Stall.Timeout.set {
 		c.Stall.Timeout.D = DefaultStallTimeout

@@ -145,7 +145,7 @@ func (o Options) withDefaults() Options {
 		o.Socket = filepath.Join(DefaultRuntimeDir(os.Getenv, os.Geteuid()), SocketFile)
 	}
 	if o.Reconcile <= 0 {
-		o.Reconcile = 10 * time.Second
+		o.Reconcile = watcher.DefaultReconcile
 	}
 	return o
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
@@ -29,10 +30,10 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics()
-	var al *Alerter
+	var al *alert.Alerter
 	a := startAgent(t, home, func(o *Options) {
-		al = NewAlerter(AlertConfig{Exec: []string{script}, Timeout: 2 * time.Second, Concurrency: 2, RateLimit: -1, Metrics: m}, o.Logger)
-		o.Logger = slog.New(AlertHandler(o.Logger.Handler(), al))
+		al = alert.New(alert.Config{Exec: []string{script}, Timeout: 2 * time.Second, Concurrency: 2, RateLimit: -1, Metrics: m}, o.Logger)
+		o.Logger = slog.New(alert.Handler(o.Logger.Handler(), al))
 		o.Metrics, o.MetricsListen = m, "127.0.0.1:0"
 	})
 	t.Cleanup(func() { al.Close(t.Context()) })

@@ -18,3 +18,9 @@ const (
 	EventGuardPaused       = "guard.paused"
 	EventGuardFailed       = "guard.failed"
 )
+
+// QuietEvents are logged but never alerted: they fire on every writer
+// start and every discovery, which is not something to page anyone about.
+func QuietEvents() []string {
+	return []string{EventGenerationChanged, EventStoreDiscovered, EventStoreRemoved, EventGuardCheckpointed}
+}

@@ -239,7 +239,9 @@ func (m *Metrics) StallState(delta int) {
 	}
 }
 
-func (m *Metrics) alert(result string) {
+// CountAlert counts one alert by result (sent, failed, dropped,
+// suppressed); it makes Metrics an alert.Counter.
+func (m *Metrics) CountAlert(result string) {
 	if m != nil {
 		m.alerts.WithLabelValues(result).Inc()
 	}

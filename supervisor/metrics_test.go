@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
@@ -87,7 +88,7 @@ func gatherValue(t *testing.T, m *Metrics, name string, labels map[string]string
 func TestMetricsEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	log, _ := newTestLogger()
+	log := hermestest.TestLogger(t)
 	m := NewMetrics()
 	srv, err := m.Serve(ctx, "127.0.0.1:0", log)
 	if err != nil {
@@ -132,9 +133,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	m.Reconciled(reconciled)
 	m.GuardArmed(2)
 	m.StallState(1)
-	a := NewAlerter(AlertConfig{Exec: []string{"/bin/sh", "-c", "cat >/dev/null"}, Metrics: m}, log)
-	a.Send(Alert{Event: incident.EventIncidentOpened, Store: "/a"})
-	closeAlerter(t, a)
+	a := alert.New(alert.Config{Exec: []string{"/bin/sh", "-c", "cat >/dev/null"}, Metrics: m}, log)
+	a.Send(alert.Alert{Event: incident.EventIncidentOpened, Store: "/a"})
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	after := scrape(t, srv.Addr())
 	checks := []struct {
@@ -202,7 +205,7 @@ func TestMetricsRefusesNonLoopback(t *testing.T) {
 
 func TestMetricsServerStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	log, _ := newTestLogger()
+	log := hermestest.TestLogger(t)
 	srv, err := NewMetrics().Serve(ctx, "localhost:0", log)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +240,7 @@ func TestMetricsNilIsNoOp(t *testing.T) {
 	m.Reconciled(time.Now())
 	m.GuardArmed(1)
 	m.StallState(1)
-	m.alert("sent")
+	m.CountAlert("sent")
 	if m.Registry() != nil {
 		t.Error("nil Metrics has a registry")
 	}

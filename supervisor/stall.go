@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -74,12 +75,12 @@ type StallEvent struct {
 }
 
 // Alert turns e into an alert: WARN when detected, INFO when cleared.
-func (e StallEvent) Alert(now time.Time) Alert {
+func (e StallEvent) Alert(now time.Time) alert.Alert {
 	lvl := slog.LevelWarn
 	if e.Event == EventStallCleared {
 		lvl = slog.LevelInfo
 	}
-	return Alert{Event: e.Event, Level: lvl, Store: e.Store, Time: now, Fields: e.Fields()}
+	return alert.Alert{Event: e.Event, Level: lvl, Store: e.Store, Time: now, Fields: e.Fields()}
 }
 
 // Fields are e's details as log attributes or alert fields.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -273,9 +274,9 @@ func TestStallDisabledAndDue(t *testing.T) {
 // TestStallAlertsOnce is the acceptance path: a hung gateway checked every
 // minute reaches the alert command once, and its recovery once.
 func TestStallAlertsOnce(t *testing.T) {
-	script, out := newRecorder(t)
-	log, _ := newTestLogger()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, RateLimit: -1}, log)
+	script, out := hermestest.NewAlertRecorder(t)
+	log := hermestest.TestLogger(t)
+	a := alert.New(alert.Config{Exec: []string{script}, Concurrency: 1, RateLimit: -1}, log)
 	s := newLiveStore(t)
 	gw := startSleeper(t)
 	now := time.Now()
@@ -290,9 +291,11 @@ func TestStallAlertsOnce(t *testing.T) {
 			a.Send(e.Alert(at))
 		}
 	}
-	closeAlerter(t, a)
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var got []string
-	for _, run := range readRuns(t, out) {
+	for _, run := range hermestest.Runs(t, out) {
 		docText, _, _ := strings.Cut(run, "env=")
 		var doc struct {
 			Event, Level, Store string

@@ -4,12 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -45,21 +47,16 @@ func cmdRun(ctx context.Context, args []string) int {
 		}
 	}
 	override(cfg)
-	base := service.NewLogger(os.Stderr, cfg.Log)
 	var metrics *supervisor.Metrics
 	if cfg.Metrics.Listen != "" {
 		metrics = supervisor.NewMetrics()
 	}
-	alerter := supervisor.NewAlerter(supervisor.AlertConfig{
-		Exec: cfg.Alert.Exec, Timeout: cfg.Alert.Timeout.D, Concurrency: cfg.Alert.Concurrency,
-		RateLimit: cfg.Alert.RateLimit.D, Metrics: metrics,
-	}, base)
+	log, alerter := newLogging(os.Stderr, cfg, metrics)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = alerter.Close(closeCtx)
 		cancel()
 	}()
-	log := slog.New(supervisor.AlertHandler(base.Handler(), alerter))
 	slog.SetDefault(log) // packages that log without a logger of their own
 	opts := func(c *service.Config) supervisor.Options {
 		o := c.AgentOptions(log)
@@ -98,4 +95,20 @@ func cmdRun(ctx context.Context, args []string) int {
 			return 0
 		}
 	}
+}
+
+// newLogging is agentd's logger: records at the configured level go to w,
+// and every event record at info or above also goes to the alert command,
+// whatever the log level (alert.Handler keeps the two paths apart).
+func newLogging(w io.Writer, cfg *service.Config, metrics *supervisor.Metrics) (*slog.Logger, *alert.Alerter) {
+	base := service.NewLogger(w, cfg.Log)
+	var counter alert.Counter
+	if metrics != nil {
+		counter = metrics
+	}
+	alerter := alert.New(alert.Config{
+		Exec: cfg.Alert.Exec, Timeout: cfg.Alert.Timeout.D, Concurrency: cfg.Alert.Concurrency,
+		RateLimit: cfg.Alert.RateLimit.D, Quiet: supervisor.QuietEvents(), Metrics: counter,
+	}, base)
+	return slog.New(alert.Handler(base.Handler(), alerter)), alerter
 }

@@ -1,4 +1,4 @@
-package supervisor
+package alert
 
 import (
 	"bytes"
@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -26,14 +25,33 @@ import (
 // Send runs on that path, so it must return well within it.
 const incidentDeadline = time.Second
 
-// writeScript writes an executable /bin/sh script into dir.
-func writeScript(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
+// Event names the tests send; the alerter treats every name alike.
+const (
+	evOpened        = "incident.opened"
+	evCaptured      = "capture.written"
+	evCaptureFailed = "capture.failed"
+	evStall         = "stall.detected"
+	evReplayFailed  = "replay.failed"
+)
+
+// counter is a Counter that remembers its counts.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func newCounter() *counter { return &counter{n: map[string]int{}} }
+
+func (c *counter) CountAlert(result string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[result]++
+}
+
+func (c *counter) get(result string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[result]
 }
 
 // logBuffer collects JSON log records from concurrent goroutines.
@@ -81,39 +99,16 @@ func closeAlerter(t *testing.T, a *Alerter) {
 	}
 }
 
-// readRuns splits the recorder's output into one chunk per command run.
-func readRuns(t *testing.T, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := strings.Split(string(data), "--end--\n")
-	return runs[:len(runs)-1]
-}
-
-// recorder appends each run's stdin and environment to out, one run
-// after another (callers use Concurrency 1).
-const recorderBody = `cat >> "$OUT"; echo "env=$STATEGUARD_EVENT|$STATEGUARD_STORE|$STATEGUARD_LEVEL" >> "$OUT"; echo "--end--" >> "$OUT"
-`
-
-func newRecorder(t *testing.T) (script, out string) {
-	dir := t.TempDir()
-	out = filepath.Join(dir, "out")
-	script = writeScript(t, dir, "record.sh", "OUT="+strconv.Quote(out)+"\n"+recorderBody)
-	return script, out
-}
-
 func TestAlertOneJSONDocumentPerEvent(t *testing.T) {
-	script, out := newRecorder(t)
+	script, out := hermestest.NewAlertRecorder(t)
 	log, _ := newTestLogger()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, RateLimit: -1}, log)
+	a := New(Config{Exec: []string{script}, Concurrency: 1, RateLimit: -1}, log)
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.FixedZone("x", 3600))
 	sent := []Alert{
-		{Event: incident.EventIncidentOpened, Level: slog.LevelError, Store: "/h/a/state.db", Time: t0,
+		{Event: evOpened, Level: slog.LevelError, Store: "/h/a/state.db", Time: t0,
 			Fields: map[string]any{"kind": "replaced", "holders": 2, "err": errors.New("boom"), "wait": 1500 * time.Millisecond}},
-		{Event: incident.EventCaptureWritten, Level: slog.LevelInfo, Store: "/h/b/state.db", Time: t0.Add(time.Second)},
-		{Event: EventStallDetected, Level: slog.LevelWarn, Store: "/h/a/state.db", Time: t0.Add(2 * time.Second),
+		{Event: evCaptured, Level: slog.LevelInfo, Store: "/h/b/state.db", Time: t0.Add(time.Second)},
+		{Event: evStall, Level: slog.LevelWarn, Store: "/h/a/state.db", Time: t0.Add(2 * time.Second),
 			Fields: map[string]any{"key": "gw1", "ch": make(chan int)}},
 	}
 	for _, al := range sent {
@@ -121,7 +116,7 @@ func TestAlertOneJSONDocumentPerEvent(t *testing.T) {
 	}
 	closeAlerter(t, a)
 
-	runs := readRuns(t, out)
+	runs := hermestest.Runs(t, out)
 	if len(runs) != len(sent) {
 		t.Fatalf("got %d runs, want %d: %q", len(runs), len(sent), runs)
 	}
@@ -179,16 +174,16 @@ func TestAlertOneJSONDocumentPerEvent(t *testing.T) {
 func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
-	script := writeScript(t, dir, "hang.sh", fmt.Sprintf("echo $$ >> %q\nexec sleep 3600\n", pids))
+	script := hermestest.WriteScript(t, dir, "hang.sh", fmt.Sprintf("echo $$ >> %q\nexec sleep 3600\n", pids))
 	log, logs := newTestLogger()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, Queue: 2, Timeout: time.Hour, RateLimit: -1}, log)
+	a := New(Config{Exec: []string{script}, Concurrency: 1, Queue: 2, Timeout: time.Hour, RateLimit: -1}, log)
 
-	a.Send(Alert{Event: incident.EventIncidentOpened, Store: "/s/0"})
+	a.Send(Alert{Event: evOpened, Store: "/s/0"})
 	hermestest.Eventually(t, "the alert command to start", 10*time.Second, func() bool { return a.running.Load() == 1 })
 	pid := readPIDs(t, pids)[0]
 	for i := 1; i <= 10; i++ {
 		start := time.Now()
-		a.Send(Alert{Event: incident.EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i), Level: slog.LevelError})
+		a.Send(Alert{Event: evOpened, Store: fmt.Sprintf("/s/%d", i), Level: slog.LevelError})
 		if d := time.Since(start); d >= incidentDeadline {
 			t.Fatalf("Send %d took %v while the alert command hangs; the incident deadline is %v", i, d, incidentDeadline)
 		}
@@ -210,7 +205,7 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	if s := a.Stats(); s.Failed != 1 || s.Dropped != 10 {
 		t.Errorf("after Close: %+v, want the running one failed and the queued two dropped", s)
 	}
-	a.Send(Alert{Event: incident.EventIncidentOpened}) // after Close: a no-op, not a panic
+	a.Send(Alert{Event: evOpened}) // after Close: a no-op, not a panic
 }
 
 func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
@@ -218,12 +213,12 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 	pids := filepath.Join(dir, "pids")
 	// The shell forks sleep and waits: killing only the shell would leave
 	// the sleep behind.
-	script := writeScript(t, dir, "hang.sh", fmt.Sprintf("echo $$ >> %q\nsleep 3600 &\necho $! >> %q\necho waiting >&2\nwait\n", pids, pids))
+	script := hermestest.WriteScript(t, dir, "hang.sh", fmt.Sprintf("echo $$ >> %q\nsleep 3600 &\necho $! >> %q\necho waiting >&2\nwait\n", pids, pids))
 	log, logs := newTestLogger()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Timeout: 1500 * time.Millisecond}, log)
+	a := New(Config{Exec: []string{script}, Timeout: 1500 * time.Millisecond}, log)
 	defer closeAlerter(t, a)
 
-	a.Send(Alert{Event: incident.EventCaptureFailed, Store: "/s"})
+	a.Send(Alert{Event: evCaptureFailed, Store: "/s"})
 	hermestest.Eventually(t, "the timed-out command to be counted failed", 20*time.Second, func() bool { return a.Stats().Failed == 1 })
 	ps := readPIDs(t, pids)
 	if len(ps) != 2 {
@@ -237,7 +232,7 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 		t.Fatalf("%d %s records, want 1", len(recs), EventAlertFailed)
 	}
 	r := recs[0]
-	if !strings.Contains(fmt.Sprint(r["err"]), "timeout") || r["alert_event"] != incident.EventCaptureFailed ||
+	if !strings.Contains(fmt.Sprint(r["err"]), "timeout") || r["alert_event"] != evCaptureFailed ||
 		r["store"] != "/s" || r["level"] != "ERROR" || !strings.Contains(fmt.Sprint(r["output"]), "waiting") {
 		t.Errorf("failure record %v", r)
 	}
@@ -245,40 +240,40 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 
 func TestAlertFailureLogged(t *testing.T) {
 	dir := t.TempDir()
-	script := writeScript(t, dir, "fail.sh", "cat >/dev/null; echo 'no route to pager' >&2; exit 3\n")
+	script := hermestest.WriteScript(t, dir, "fail.sh", "cat >/dev/null; echo 'no route to pager' >&2; exit 3\n")
 	log, logs := newTestLogger()
-	m := NewMetrics()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Metrics: m}, log)
-	a.Send(Alert{Event: EventReplayFailed, Store: "/s"})
+	m := newCounter()
+	a := New(Config{Exec: []string{script}, Metrics: m}, log)
+	a.Send(Alert{Event: evReplayFailed, Store: "/s"})
 	closeAlerter(t, a)
 	recs := logs.records(t, EventAlertFailed)
 	if len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0]["output"]), "no route to pager") ||
 		!strings.Contains(fmt.Sprint(recs[0]["err"]), "exit status 3") {
 		t.Fatalf("failure records %v", recs)
 	}
-	if got := gatherValue(t, m, "stateguard_alerts_total", map[string]string{"result": "failed"}); got != 1 {
-		t.Errorf("alerts_total{result=failed} = %v, want 1", got)
+	if got := m.get("failed"); got != 1 {
+		t.Errorf("%d alerts counted failed, want 1", got)
 	}
 }
 
 func TestAlertRateLimit(t *testing.T) {
-	script, out := newRecorder(t)
+	script, out := hermestest.NewAlertRecorder(t)
 	log, _ := newTestLogger()
-	m := NewMetrics()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 1, RateLimit: time.Minute, Metrics: m}, log)
+	m := newCounter()
+	a := New(Config{Exec: []string{script}, Concurrency: 1, RateLimit: time.Minute, Metrics: m}, log)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	send := func(store, event string, at time.Duration) {
 		a.Send(Alert{Event: event, Store: store, Time: t0.Add(at), Fields: map[string]any{"at": at.String()}})
 	}
-	send("/a", incident.EventIncidentOpened, 0)                // delivered
-	send("/a", incident.EventIncidentOpened, time.Second)      // suppressed
-	send("/a", incident.EventIncidentOpened, 2*time.Second)    // suppressed
-	send("/a", incident.EventCaptureWritten, 2*time.Second)    // other event: delivered
-	send("/b", incident.EventIncidentOpened, 3*time.Second)    // other store: delivered
-	send("/a", incident.EventIncidentOpened, 59*time.Second)   // suppressed
-	send("/a", incident.EventIncidentOpened, 61*time.Second)   // delivered, suppressed: 3
-	send("/a", incident.EventIncidentOpened, 62*time.Second)   // suppressed
-	send("/a", incident.EventIncidentOpened, 2*61*time.Second) // delivered, suppressed: 1
+	send("/a", evOpened, 0)                // delivered
+	send("/a", evOpened, time.Second)      // suppressed
+	send("/a", evOpened, 2*time.Second)    // suppressed
+	send("/a", evCaptured, 2*time.Second)  // other event: delivered
+	send("/b", evOpened, 3*time.Second)    // other store: delivered
+	send("/a", evOpened, 59*time.Second)   // suppressed
+	send("/a", evOpened, 61*time.Second)   // delivered, suppressed: 3
+	send("/a", evOpened, 62*time.Second)   // suppressed
+	send("/a", evOpened, 2*61*time.Second) // delivered, suppressed: 1
 	closeAlerter(t, a)
 
 	type got struct {
@@ -286,7 +281,7 @@ func TestAlertRateLimit(t *testing.T) {
 		suppressed       any
 	}
 	var runs []got
-	for _, run := range readRuns(t, out) {
+	for _, run := range hermestest.Runs(t, out) {
 		docText, _, _ := strings.Cut(run, "env=")
 		var doc struct {
 			Event, Store string
@@ -298,11 +293,11 @@ func TestAlertRateLimit(t *testing.T) {
 		runs = append(runs, got{doc.Store, doc.Event, fmt.Sprint(doc.Fields["at"]), doc.Fields["suppressed"]})
 	}
 	want := []got{
-		{"/a", incident.EventIncidentOpened, "0s", nil},
-		{"/a", incident.EventCaptureWritten, "2s", nil},
-		{"/b", incident.EventIncidentOpened, "3s", nil},
-		{"/a", incident.EventIncidentOpened, "1m1s", float64(3)},
-		{"/a", incident.EventIncidentOpened, "2m2s", float64(1)},
+		{"/a", evOpened, "0s", nil},
+		{"/a", evCaptured, "2s", nil},
+		{"/b", evOpened, "3s", nil},
+		{"/a", evOpened, "1m1s", float64(3)},
+		{"/a", evOpened, "2m2s", float64(1)},
 	}
 	if fmt.Sprint(runs) != fmt.Sprint(want) {
 		t.Errorf("delivered\n%v\nwant\n%v", runs, want)
@@ -310,11 +305,11 @@ func TestAlertRateLimit(t *testing.T) {
 	if s := a.Stats(); s.Sent != 5 || s.Suppressed != 4 {
 		t.Errorf("stats %+v, want 5 sent 4 suppressed", s)
 	}
-	if v := gatherValue(t, m, "stateguard_alerts_total", map[string]string{"result": "suppressed"}); v != 4 {
-		t.Errorf("alerts_total{result=suppressed} = %v", v)
+	if v := m.get("suppressed"); v != 4 {
+		t.Errorf("%d alerts counted suppressed", v)
 	}
-	if v := gatherValue(t, m, "stateguard_alerts_total", map[string]string{"result": "sent"}); v != 5 {
-		t.Errorf("alerts_total{result=sent} = %v", v)
+	if v := m.get("sent"); v != 5 {
+		t.Errorf("%d alerts counted sent", v)
 	}
 }
 
@@ -325,7 +320,7 @@ func TestAlertConcurrencyBound(t *testing.T) {
 	}
 	// Each run bumps a shared counter under a mkdir lock, records the
 	// count it saw, and holds its slot until the test releases it.
-	script := writeScript(t, dir, "slot.sh", fmt.Sprintf(`d=%q
+	script := hermestest.WriteScript(t, dir, "slot.sh", fmt.Sprintf(`d=%q
 lock() { until mkdir "$d/lock" 2>/dev/null; do :; done; }
 unlock() { rmdir "$d/lock"; }
 lock; n=$(( $(cat "$d/running") + 1 )); echo $n > "$d/running"; echo $n >> "$d/peaks"; unlock
@@ -334,10 +329,10 @@ until [ -e "$d/release" ]; do sleep 0.01; done
 lock; n=$(( $(cat "$d/running") - 1 )); echo $n > "$d/running"; unlock
 `, dir))
 	log, _ := newTestLogger()
-	a := NewAlerter(AlertConfig{Exec: []string{script}, Concurrency: 2, RateLimit: -1}, log)
+	a := New(Config{Exec: []string{script}, Concurrency: 2, RateLimit: -1}, log)
 	const n = 6
 	for i := range n {
-		a.Send(Alert{Event: incident.EventIncidentOpened, Store: fmt.Sprintf("/s/%d", i)})
+		a.Send(Alert{Event: evOpened, Store: fmt.Sprintf("/s/%d", i)})
 	}
 	peaks := func() []int { return readInts(t, filepath.Join(dir, "peaks")) }
 	hermestest.Eventually(t, "two commands to hold their slots", 10*time.Second, func() bool { return len(peaks()) >= 2 })
@@ -368,7 +363,7 @@ func TestAlertDisabled(t *testing.T) {
 	if err := nilAlerter.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAlerter(AlertConfig{}, nil)
+	a := New(Config{}, nil)
 	a.Send(Alert{Event: "x"})
 	if err := a.Close(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package supervisor
+package alert
 
 import (
 	"bytes"
@@ -14,19 +14,18 @@ import (
 	"time"
 )
 
-// Event names of the alerter itself. They belong with the others in
-// events.go; they live here until the owner of that file moves them.
+// Event names of the alerter itself.
 const (
 	EventAlertFailed  = "alert.failed"
 	EventAlertDropped = "alert.dropped"
 )
 
-// Defaults for a zero AlertConfig.
+// Defaults for a zero Config.
 const (
-	DefaultAlertTimeout     = 10 * time.Second
-	DefaultAlertConcurrency = 4
-	DefaultAlertRateLimit   = time.Minute
-	DefaultAlertQueue       = 64
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 4
+	DefaultRateLimit   = time.Minute
+	DefaultQueue       = 64
 	// alertOutputTail is how much of a failed command's output is logged.
 	alertOutputTail = 2048
 )
@@ -95,27 +94,41 @@ func jsonValue(v any) any {
 	return v
 }
 
-// AlertConfig configures an Alerter. The zero value (no Exec) disables
+// Config configures an Alerter. The zero value (no Exec) disables
 // alerting.
-type AlertConfig struct {
+type Config struct {
 	// Exec is the command and its arguments; empty disables alerting.
 	Exec []string
 	// Timeout bounds one run; the command's process group is killed
-	// after it. 0 means DefaultAlertTimeout.
+	// after it. 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Concurrency bounds the commands running at once. 0 means
-	// DefaultAlertConcurrency.
+	// DefaultConcurrency.
 	Concurrency int
 	// RateLimit is the window per (store, event): one alert per window,
 	// the rest counted and reported in the next one. 0 means
-	// DefaultAlertRateLimit; negative disables the limit. The window is
+	// DefaultRateLimit; negative disables the limit. The window is
 	// measured in the alerts' own Time.
 	RateLimit time.Duration
 	// Queue is how many alerts may wait for a free slot; beyond it new
-	// alerts are dropped and counted. 0 means DefaultAlertQueue.
+	// alerts are dropped and counted. 0 means DefaultQueue.
 	Queue int
+	// Quiet are event names logged but never alerted (nil: none).
+	Quiet []string
 	// Metrics, if set, counts alerts sent, failed, dropped, suppressed.
-	Metrics *Metrics
+	Metrics Counter
+}
+
+// Counter counts alerts by result: sent, failed, dropped, suppressed.
+type Counter interface {
+	CountAlert(result string)
+}
+
+// count counts one alert, if a Counter is set.
+func (a *Alerter) count(result string) {
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.CountAlert(result)
+	}
 }
 
 // AlertStats are an Alerter's counters since it was made.
@@ -127,7 +140,7 @@ type AlertStats struct {
 // caller's goroutine: Send never waits on the command, on a slot, or on
 // the queue. A nil *Alerter is valid and drops everything.
 type Alerter struct {
-	cfg     AlertConfig
+	cfg     Config
 	log     *slog.Logger
 	queue   chan Alert
 	ctx     context.Context // canceled by Close when it gives up
@@ -136,6 +149,8 @@ type Alerter struct {
 	running atomic.Int64 // commands running now, for tests
 
 	sent, failed, dropped, suppressed atomic.Uint64
+
+	quiet map[string]bool
 
 	mu        sync.Mutex // guards what follows; never held across I/O but logging
 	closed    bool
@@ -150,28 +165,32 @@ type rateState struct {
 	suppressed int
 }
 
-// NewAlerter starts cfg.Concurrency workers. With no Exec it starts none
+// New starts cfg.Concurrency workers. With no Exec it starts none
 // and Send is a no-op.
-func NewAlerter(cfg AlertConfig, log *slog.Logger) *Alerter {
+func New(cfg Config, log *slog.Logger) *Alerter {
 	if log == nil {
 		log = slog.Default()
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultAlertTimeout
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultAlertConcurrency
+		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.RateLimit == 0 {
-		cfg.RateLimit = DefaultAlertRateLimit
+		cfg.RateLimit = DefaultRateLimit
 	}
 	if cfg.Queue <= 0 {
-		cfg.Queue = DefaultAlertQueue
+		cfg.Queue = DefaultQueue
 	}
 	a := &Alerter{
-		cfg:  cfg,
-		log:  log.With("subsystem", "alert"),
-		rate: make(map[alertKey]*rateState),
+		cfg:   cfg,
+		log:   log.With("subsystem", "alert"),
+		rate:  make(map[alertKey]*rateState),
+		quiet: make(map[string]bool, len(cfg.Quiet)),
+	}
+	for _, e := range cfg.Quiet {
+		a.quiet[e] = true
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if len(cfg.Exec) == 0 {
@@ -211,7 +230,7 @@ func (a *Alerter) Send(al Alert) {
 	if a.cfg.RateLimit > 0 && !rs.last.IsZero() && al.Time.Sub(rs.last) < a.cfg.RateLimit {
 		rs.suppressed++
 		a.suppressed.Add(1)
-		a.cfg.Metrics.alert("suppressed")
+		a.count("suppressed")
 		return
 	}
 	n := rs.suppressed
@@ -236,7 +255,7 @@ func (a *Alerter) Send(al Alert) {
 		// this one carried is owed to the next alert of the key.
 		rs.last, rs.suppressed = al.Time, n+1
 		a.dropped.Add(1)
-		a.cfg.Metrics.alert("dropped")
+		a.count("dropped")
 		if a.dropBurst == 0 {
 			a.log.Warn("alert queue full, dropping alerts until it drains",
 				"event", EventAlertDropped, "alert_event", al.Event, "store", al.Store,
@@ -288,7 +307,7 @@ func (a *Alerter) worker() {
 	for al := range a.queue {
 		if a.ctx.Err() != nil {
 			a.dropped.Add(1)
-			a.cfg.Metrics.alert("dropped")
+			a.count("dropped")
 			continue
 		}
 		a.run(al)
@@ -331,12 +350,12 @@ func (a *Alerter) run(al Alert) {
 		return
 	}
 	a.sent.Add(1)
-	a.cfg.Metrics.alert("sent")
+	a.count("sent")
 }
 
 func (a *Alerter) fail(al Alert, d time.Duration, err error, output []byte) {
 	a.failed.Add(1)
-	a.cfg.Metrics.alert("failed")
+	a.count("failed")
 	attrs := []any{"event", EventAlertFailed, "alert_event", al.Event, "store", al.Store,
 		"command", a.cfg.Exec[0], "duration", d, "err", err,
 		"hint", "run the alert.exec command by hand with a JSON event on stdin"}
