@@ -176,8 +176,12 @@ func holdsQuarantined(d capDir) bool {
 // (they carry its marker) whose agent is gone, and never one that holds a
 // quarantined original. Hermes' staging directories and anything unknown
 // are left alone. The caller runs it when it resumes, before capturing.
-func CleanPartials(dbPath string) (removed []string, err error) {
-	log := slog.Default().With("subsystem", "recovery")
+// log gets what was removed or kept (nil: slog.Default()).
+func CleanPartials(dbPath string, log *slog.Logger) (removed []string, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("subsystem", "recovery")
 	dbPath = filepath.Clean(dbPath)
 	base := filepath.Base(dbPath)
 	store, err := openVettedDir(filepath.Dir(dbPath))

@@ -158,7 +158,7 @@ func TestCleanPartials(t *testing.T) {
 		}
 	}
 
-	removed, err := CleanPartials(db)
+	removed, err := CleanPartials(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

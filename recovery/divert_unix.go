@@ -67,7 +67,7 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
-	if err := writeDivert(ctx, recovered, &rep, diffs, owner); err != nil {
+	if err := writeDivert(ctx, log, recovered, &rep, diffs, owner); err != nil {
 		if errors.Is(err, errDivertRaced) {
 			return existingDivert(final, &req)
 		}

@@ -23,12 +23,12 @@ var errDivertRaced = errors.New("divert published concurrently")
 // writeDivert writes every file of diffs and divert.json into a staging
 // directory .<incident>.partial in recovered, then renames it to
 // <incident>. rep gets the files and counts.
-func writeDivert(ctx context.Context, recovered capDir, rep *DivertReport, diffs []sessionDiff, owner Owner) (err error) {
+func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *DivertReport, diffs []sessionDiff, owner Owner) (err error) {
 	staging := "." + rep.IncidentID + divertStagingSuffix
 	if recovered.exists(staging) {
 		// Left by a divert that crashed before publishing: never visible
 		// as a divert, safe to drop.
-		slog.Default().With("subsystem", "recovery").Info("removing an interrupted divert's staging directory", "path", recovered.join(staging))
+		log.Info("removing an interrupted divert's staging directory", "path", recovered.join(staging))
 		if err := os.RemoveAll(recovered.join(staging)); err != nil {
 			return fmt.Errorf("remove interrupted divert %s: %w", recovered.join(staging), err)
 		}
@@ -113,7 +113,7 @@ func writeDivert(ctx context.Context, recovered capDir, rep *DivertReport, diffs
 	if err := recovered.sync(); err != nil {
 		// Published and complete; only its durability across a power cut
 		// is in doubt, and a re-run finds it or writes it again.
-		slog.Default().With("subsystem", "recovery").Warn("divert published but its directory could not be synced", "dir", rep.Dir, "err", err)
+		log.Warn("divert published but its directory could not be synced", "dir", rep.Dir, "err", err)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, erro
 		db.Close()
 		return nil, nil, err
 	}
-	if err := conn.Raw(setPersistWAL); err != nil {
+	if err := conn.Raw(store.SetPersistWAL); err != nil {
 		return fail(fmt.Errorf("restore: set PERSIST_WAL on %s: %w (refusing to write without it)", path, err))
 	}
 	var n int

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -89,6 +90,8 @@ type Agent struct {
 	problems []store.Problem
 	homes    []store.Home
 
+	intents restoreWindows // announced restores (intent.go)
+
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
 
@@ -104,7 +107,7 @@ type Agent struct {
 // store has had its first check.
 func Start(ctx context.Context, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
-	enableOFDLocking(opts.Logger)
+	warnPOSIXLocks(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
@@ -256,13 +259,13 @@ func (a *Agent) stopWorkers() {
 	wg.Wait()
 }
 
-// enableOFDLocking makes the agent's own SQLite connections use OFD locks,
-// so no close() of a raw fd on a store (the guard, a pin, a header read)
-// can ever cancel them. Hermes' processes keep POSIX locks; the two kinds
-// conflict with each other as they must.
-func enableOFDLocking(log *slog.Logger) {
-	if _, err := sqlite.OFDLocking(true); err != nil && !errors.Is(err, sqlite.ErrOFDLockingUnavailable) {
-		log.Warn("SQLite OFD locking not enabled", "subsystem", "supervisor", "err", err)
+// warnPOSIXLocks says when this process's SQLite connections use POSIX
+// locks on Linux: the binary's main must call store.UseOFDLocks before
+// the first SQLite open, or a close() of a raw fd on a store (the guard, a
+// pin, a header read) could drop the agent's own transaction locks.
+func warnPOSIXLocks(log *slog.Logger) {
+	if runtime.GOOS == "linux" && !sqlite.OFDLockingEnabled() {
+		log.Warn("SQLite OFD locking is off in this process (main did not call store.UseOFDLocks)", "subsystem", "supervisor")
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // goroutine, the store's serialized context. close(2) drops every POSIX
 // lock this process holds on the inode, so it must never happen while the
 // agent has a SQLite connection on it. The agent's connections use OFD
-// locks (enableOFDLocking), which a close of another fd cannot cancel, and
+// locks (store.UseOFDLocks, called by agentd's main), which a close of another fd cannot cancel, and
 // besides, the worker opens a connection on a store only for the length of
 // one step (snapshotMain's read transaction, the stall check), never
 // across guardSync or guardTick, which run between steps.

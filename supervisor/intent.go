@@ -3,6 +3,7 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -67,34 +68,64 @@ type RestoreEndRequest struct {
 	Result string `json:"result"` // "done", or what failed or was refused
 }
 
-// restoreIntents are the open windows per agent and store. They live
-// beside the Agent rather than in it so that this file is the whole
-// feature; entries go when a window ends or lapses.
-var restoreIntents = struct {
-	sync.Mutex
-	m map[*Agent]map[string]RestoreIntent
-}{m: map[*Agent]map[string]RestoreIntent{}}
+// restoreWindows are an agent's open restore windows, per store; entries
+// go when a window ends or lapses.
+type restoreWindows struct {
+	mu sync.Mutex
+	m  map[string]RestoreIntent
+}
 
-// restoreIntent returns the store's open window, dropping a lapsed one.
-func (a *Agent) restoreIntent(store string, now time.Time) (RestoreIntent, bool) {
-	restoreIntents.Lock()
-	defer restoreIntents.Unlock()
-	in, ok := restoreIntents.m[a][store]
+// open returns the store's open window, dropping a lapsed one (and saying
+// so when nobody ended it).
+func (r *restoreWindows) open(store string, now time.Time, log *slog.Logger) (RestoreIntent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in, ok := r.m[store]
 	if ok && !now.Before(in.Until) {
-		a.dropIntentLocked(store)
+		delete(r.m, store)
 		if !in.Ended {
-			a.log.Warn("restore window lapsed without an end", "event", EventRestoreEnd, "store", store, "pid", in.PID, "result", "lapsed")
+			log.Warn("restore window lapsed without an end", "event", EventRestoreEnd, "store", store, "pid", in.PID, "result", "lapsed")
 		}
 		return RestoreIntent{}, false
 	}
 	return in, ok
 }
 
-func (a *Agent) dropIntentLocked(store string) {
-	delete(restoreIntents.m[a], store)
-	if len(restoreIntents.m[a]) == 0 {
-		delete(restoreIntents.m, a)
+func (r *restoreWindows) put(in RestoreIntent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]RestoreIntent{}
 	}
+	r.m[in.Store] = in
+}
+
+// end closes pid's window on store after restoreEndGrace; false when
+// there is no such open window.
+func (r *restoreWindows) end(store string, pid int, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in, ok := r.m[store]
+	if !ok || in.PID != pid || in.Ended {
+		return false
+	}
+	in.Ended = true
+	if g := now.Add(restoreEndGrace); g.Before(in.Until) {
+		in.Until = g
+	}
+	r.m[store] = in
+	return true
+}
+
+func (r *restoreWindows) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// restoreIntent returns the store's open window, dropping a lapsed one.
+func (a *Agent) restoreIntent(store string, now time.Time) (RestoreIntent, bool) {
+	return a.intents.open(store, now, a.log)
 }
 
 // restoring reports whether a restore window is open on the store; the
@@ -150,12 +181,7 @@ func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := RestoreIntent{Store: req.Store, PID: req.PID, Until: now.Add(window), DaemonPID: os.Getpid()}
-	restoreIntents.Lock()
-	if restoreIntents.m[a] == nil {
-		restoreIntents.m[a] = map[string]RestoreIntent{}
-	}
-	restoreIntents.m[a][req.Store] = in
-	restoreIntents.Unlock()
+	a.intents.put(in)
 	a.log.Info("restore announced", "event", EventRestoreBegin, "store", req.Store, "pid", req.PID,
 		"mode", req.Mode, "backup", req.Backup, "until", in.Until.UTC())
 	writeJSON(rw, http.StatusOK, in)
@@ -167,18 +193,7 @@ func (a *Agent) handleRestoreEnd(rw http.ResponseWriter, r *http.Request) {
 		writeErr(rw, http.StatusBadRequest, fmt.Errorf("decode restore end: %w", err))
 		return
 	}
-	restoreIntents.Lock()
-	in, ok := restoreIntents.m[a][req.Store]
-	ok = ok && in.PID == req.PID && !in.Ended
-	if ok {
-		in.Ended = true
-		if g := time.Now().Add(restoreEndGrace); g.Before(in.Until) {
-			in.Until = g
-		}
-		restoreIntents.m[a][req.Store] = in
-	}
-	restoreIntents.Unlock()
-	if !ok {
+	if !a.intents.end(req.Store, req.PID, time.Now()) {
 		// Idempotent: a lapsed or never-begun window has nothing to end.
 		writeJSON(rw, http.StatusOK, map[string]any{"store": req.Store, "ended": false})
 		return

@@ -4,13 +4,13 @@ import (
 	"os"
 	"testing"
 
-	"modernc.org/sqlite"
+	"github.com/stateguard/stateguard/store"
 )
 
-// The agent runs with SQLite's OFD locking (see enableOFDLocking); the
+// The agent runs with SQLite's OFD locking (store.UseOFDLocks in agentd's main); the
 // test process must switch before its first SQLite open, as agentd does.
 func TestMain(m *testing.M) {
-	if _, err := sqlite.OFDLocking(true); err != nil {
+	if err := store.UseOFDLocks(); err != nil {
 		panic(err)
 	}
 	os.Exit(m.Run())

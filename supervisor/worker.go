@@ -110,7 +110,7 @@ func (w *worker) run() {
 	// A capture staged by an agent that died mid-capture is finished by
 	// the incident's resume or is garbage; CleanPartials keeps any that
 	// still holds quarantined originals.
-	if removed, err := recovery.CleanPartials(w.st.Path); err == nil && len(removed) > 0 {
+	if removed, err := recovery.CleanPartials(w.st.Path, w.log); err == nil && len(removed) > 0 {
 		w.log.Info("stale partial captures removed", "dirs", removed)
 	}
 	// Pins are the only thing keeping an orphan alive; they close with

@@ -12,14 +12,6 @@ import (
 	"github.com/stateguard/stateguard/recovery"
 )
 
-func init() {
-	register(command{
-		name:    "adopt",
-		summary: "move a session (and its lineage) created in the wrong profile into another",
-		run:     runAdopt,
-	})
-}
-
 func adoptUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl adopt --from PROFILE --to PROFILE --session ID [--keep-donor] [--home H] [--json]")
 	fmt.Fprintln(w)
@@ -67,7 +59,6 @@ func runAdopt(ctx context.Context, e *env, args []string) int {
 		adoptUsage(e.stderr, fs)
 		return exitUsage
 	}
-	useOFDLocks()
 	donor, err := replayStore(e, "", *from, *home)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "agentctl adopt: --from: %v\n", err)

@@ -14,14 +14,6 @@ import (
 	"github.com/stateguard/stateguard/service"
 )
 
-func init() {
-	register(command{
-		name:    "doctor",
-		summary: "check the host, the config, the daemon and every store; explain what to fix",
-		run:     runDoctorVerb,
-	})
-}
-
 func runDoctorVerb(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

@@ -418,8 +418,8 @@ func TestDoctorSQLiteVersion(t *testing.T) {
 		v    string
 		want bool
 	}{{"3.51.3", true}, {"3.51.2", false}, {"3.52.0", true}, {"3.9.9", false}, {"4.0", true}, {"3.51", false}, {"x", false}} {
-		if got := versionAtLeast(tt.v, minSQLite); got != tt.want {
-			t.Errorf("versionAtLeast(%s) = %v", tt.v, got)
+		if got := store.VersionAtLeast(tt.v, store.MinSQLiteVersion); got != tt.want {
+			t.Errorf("VersionAtLeast(%s) = %v", tt.v, got)
 		}
 	}
 }
@@ -431,7 +431,7 @@ func TestDoctorVerb(t *testing.T) {
 	// that says so.
 	f.write(t, "bad.toml", "policy.replaced = \"explode\"\n")
 	var stdout, stderr bytes.Buffer
-	e := &env{stdout: &stdout, stderr: &stderr, getenv: f.in.getenv}
+	e := newEnv(nil, &stdout, &stderr, f.in.getenv)
 	code := runCLI(context.Background(), e, []string{"doctor", "--json", "--config", filepath.Join(f.base, "bad.toml")})
 	if code != exitError {
 		t.Errorf("exit %d, want %d; stderr %s", code, exitError, stderr.String())

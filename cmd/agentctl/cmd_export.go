@@ -14,14 +14,6 @@ import (
 	"github.com/stateguard/stateguard/recovery"
 )
 
-func init() {
-	register(command{
-		name:    "export",
-		summary: "write a session as JSON, Markdown or one HTML page, from a store or a capture",
-		run:     runExport,
-	})
-}
-
 func exportUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl export --session ID [--format json|md|html] [--redact] [-o FILE]")
 	fmt.Fprintln(w, "                       [--profile P] [--home H] | [--db PATH] | [--capture DIR]")
@@ -73,7 +65,6 @@ func runExport(ctx context.Context, e *env, args []string) int {
 		exportUsage(e.stderr, fs)
 		return exitUsage
 	}
-	useOFDLocks()
 	var x *recovery.Export
 	if *capture != "" {
 		x, err = recovery.ExportCapture(ctx, expandHome(*capture, e.getenv), "", *session)

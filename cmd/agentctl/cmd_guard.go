@@ -11,14 +11,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "guard",
-		summary: "off|on --profile P [--home H] [--for 15m]: pause the guard for maintenance, or re-arm it",
-		run:     runGuard,
-	})
-}
-
 func guardUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl guard off --profile P [--home H] | --db PATH [--for 15m] [--reason TEXT] [--socket PATH]")
 	fmt.Fprintln(w, "       agentctl guard on  --profile P [--home H] | --db PATH [--socket PATH]")

@@ -12,14 +12,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "holders",
-		summary: "one line per process holding a store, for scripts",
-		run:     runHolders,
-	})
-}
-
 // holdersJSON is `agentctl holders --json`, version 1.1 (fields are only
 // added; minor 1 added access, inspected, the files with their evidence
 // and both paths, and per store the rule and the uninspected summary):

@@ -16,14 +16,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "incident",
-		summary: "incident show ID: one incident with every journaled step",
-		run:     runIncident,
-	})
-}
-
 func incidentUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl incident show ID [--json] [--socket PATH] [--state-dir DIR]")
 	fmt.Fprintln(w)

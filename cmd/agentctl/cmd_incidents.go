@@ -13,14 +13,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "incidents",
-		summary: "list open incidents (--all: every incident)",
-		run:     runIncidents,
-	})
-}
-
 // daemonFlags are how the incident and queue verbs find agentd, and its
 // journal when it does not run.
 type daemonFlags struct {

@@ -10,14 +10,6 @@ import (
 	"github.com/stateguard/stateguard/journal"
 )
 
-func init() {
-	register(command{
-		name:    "queue",
-		summary: "list replay jobs and where they are",
-		run:     runQueue,
-	})
-}
-
 func queueUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl queue [--json] [--socket PATH] [--state-dir DIR]")
 	fmt.Fprintln(w)

@@ -12,14 +12,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "release",
-		summary: "release ID --resume|--terminate|--kill: decide for a held incident",
-		run:     runRelease,
-	})
-}
-
 func releaseUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl release ID --resume|--terminate|--kill [--socket PATH]")
 	fmt.Fprintln(w)

@@ -17,28 +17,12 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-func init() {
-	register(command{
-		name:    "replay",
-		summary: "replay a diverted JSONL into its store, exactly once",
-		run:     runReplay,
-	})
-}
-
 // replayRequest is what a running agentd would be asked to queue.
 type replayRequest struct {
 	Path      string // absolute JSONL path
 	SessionID string // "" for the file's stem
 	Store     string // absolute state.db path
 }
-
-// queueReplay asks a running agentd to queue the job and reports whether
-// it did.
-//
-// DAEMON HOOK: the control-socket client belongs to the daemon's owner.
-// Until it is wired here (returning queued=false when no daemon answers),
-// this is nil and every replay runs in this process, as with --now.
-var queueReplay func(ctx context.Context, req replayRequest) (queued bool, err error)
 
 func replayUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl replay PATH [--session-id ID] [--inspect-only] [--now]")
@@ -129,9 +113,9 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
 		return exitError
 	}
-	if !*now && queueReplay != nil {
+	if !*now && e.queueReplay != nil {
 		abs, _ := filepath.Abs(jsonl)
-		queued, err := queueReplay(ctx, replayRequest{Path: abs, SessionID: *sessionID, Store: dbPath})
+		queued, err := e.queueReplay(ctx, e, replayRequest{Path: abs, SessionID: *sessionID, Store: dbPath})
 		if err != nil {
 			fmt.Fprintf(e.stderr, "agentctl replay: queue with agentd: %v\n", err)
 			return exitError
@@ -400,10 +384,10 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 	}
 
 	files := rep.ReplayFiles(cf.includePre)
-	if !now && queueReplay != nil && len(files) > 0 {
+	if !now && e.queueReplay != nil && len(files) > 0 {
 		queued := 0
 		for _, f := range files {
-			ok, err := queueReplay(ctx, replayRequest{Path: f.Path, SessionID: f.SessionID, Store: dbPath})
+			ok, err := e.queueReplay(ctx, e, replayRequest{Path: f.Path, SessionID: f.SessionID, Store: dbPath})
 			if err != nil {
 				fmt.Fprintf(e.stderr, "agentctl replay: queue with agentd: %v\n", err)
 				return exitError

@@ -20,8 +20,7 @@ type cliResult struct {
 func runAgentctl(t *testing.T, envv map[string]string, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
-		getenv: func(k string) string { return envv[k] }}
+	e := newEnv(strings.NewReader(""), &out, &errb, func(k string) string { return envv[k] })
 	code := runCLI(context.Background(), e, args)
 	return cliResult{code, out.String(), errb.String()}
 }

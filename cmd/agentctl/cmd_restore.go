@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/recovery"
@@ -21,17 +19,9 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "restore",
-		summary: "restore a store from a backup without orphaning anyone",
-		run:     runRestore,
-	})
-}
-
-// restoreScan is how restore learns who holds a store: the real holder
-// scan, judged by the config's verdict rule. Tests may wrap it.
-var restoreScan = func(path string, rule holders.Rule) (*holders.StoreResult, error) {
+// scanHolders is the real holder scan of one store, judged by the
+// config's verdict rule (env.scan).
+func scanHolders(path string, rule holders.Rule) (*holders.StoreResult, error) {
 	res, err := holders.ScanWith([]holders.Target{{Path: path}}, holders.Options{Rule: rule})
 	if err != nil {
 		return nil, err
@@ -118,7 +108,6 @@ func runRestore(ctx context.Context, e *env, args []string) int {
 		restoreUsage(e.stderr, fs)
 		return exitUsage
 	}
-	useOFDLocks()
 	target, err := replayStore(e, f.db, f.profile, f.home)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "agentctl restore: %v\n", err)
@@ -177,7 +166,7 @@ func (r *restoreRun) run(ctx context.Context) int {
 		r.errorf("%v; the holder scan judges by the strict verdict rule", err)
 	}
 	r.rule = rule
-	sr, err := restoreScan(plan.Target, rule)
+	sr, err := r.e.scan(plan.Target, rule)
 	if err != nil {
 		r.errorf("holder scan of %s failed: %v; refusing (nothing was changed)", plan.Target, err)
 		result = "refused: holder scan failed"
@@ -301,7 +290,7 @@ func (r *restoreRun) decide(ctx context.Context, procs []holders.Process, blind 
 		r.errorf("%v; pass --release to say how to release the writers. Nothing was changed.", err)
 		return nil, exitError
 	}
-	w := &frozenWriters{target: r.plan.Target, rule: r.rule, skip: r.daemonPID, out: r.e.stdout}
+	w := &frozenWriters{target: r.plan.Target, rule: r.rule, skip: r.daemonPID, out: r.e.stdout, scan: r.e.scan}
 	for _, p := range procs {
 		w.add(p)
 	}
@@ -360,14 +349,6 @@ func (r *restoreRun) report(res recovery.RestoreResult) {
 	fmt.Fprintf(out, "  before: %s\n", res.Before)
 	fmt.Fprintf(out, "  backup: %s\n", res.BackupRows)
 	fmt.Fprintf(out, "  after:  %s; integrity_check %s\n", res.After, res.Integrity)
-}
-
-// useOFDLocks makes this process's SQLite locks OFD locks (as agentd's
-// are), so a raw fd closed on a store cannot drop them. It must run
-// before the first SQLite open; where OFD locks do not exist SQLite keeps
-// POSIX locks and the code never closes a raw fd on a store it holds.
-func useOFDLocks() {
-	_, _ = sqlite.OFDLocking(true)
 }
 
 // restorePolicy parses --release.

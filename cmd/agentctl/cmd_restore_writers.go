@@ -19,6 +19,7 @@ type frozenWriters struct {
 	rule   holders.Rule
 	skip   int // agentd's pid: never signalled
 	out    io.Writer
+	scan   func(path string, rule holders.Rule) (*holders.StoreResult, error)
 
 	procs     map[int]holders.Process
 	rescanned bool
@@ -53,7 +54,7 @@ func (w *frozenWriters) Stop(ctx context.Context) error {
 	}
 	if !w.rescanned {
 		w.rescanned = true
-		sr, err := restoreScan(w.target, w.rule)
+		sr, err := w.scan(w.target, w.rule)
 		if err != nil {
 			return fmt.Errorf("re-scan after freezing: %w", err)
 		}

@@ -94,14 +94,6 @@ import (
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-func init() {
-	register(command{
-		name:    "status",
-		summary: "stores, generations, holders and incidents (exit 3: orphan holder or unknown scan)",
-		run:     runStatus,
-	})
-}
-
 // listFlag is a repeatable string flag.
 type listFlag []string
 

@@ -8,14 +8,6 @@ import (
 	"github.com/stateguard/stateguard/internal/version"
 )
 
-func init() {
-	register(command{
-		name:    "version",
-		summary: "the build: version, VCS revision, Go, embedded SQLite (--json)",
-		run:     runVersion,
-	})
-}
-
 func runVersion(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("agentctl version", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

@@ -435,10 +435,6 @@ func readSysctlInt(path string) (int, error) {
 	return n, nil
 }
 
-// minSQLite is the first release with the WAL-reset fix the agent relies
-// on (docs/design.md, safety rules).
-const minSQLite = "3.51.3"
-
 func checkSQLite(ctx context.Context) checkResult {
 	r := checkResult{Name: "sqlite"}
 	v, err := version.SQLite(ctx)
@@ -447,36 +443,14 @@ func checkSQLite(ctx context.Context) checkResult {
 		r.Fix = "reinstall agentctl; the build is broken"
 		return r
 	}
-	if !versionAtLeast(v, minSQLite) {
+	if store.CheckSQLiteVersion(v) != nil {
 		r.Status = statusFail
-		r.Summary = fmt.Sprintf("embedded SQLite %s is older than %s, which fixes a WAL-reset corruption", v, minSQLite)
-		r.Fix = "upgrade stateguard (a build with modernc.org/sqlite embedding SQLite ≥ " + minSQLite + ")"
+		r.Summary = fmt.Sprintf("embedded SQLite %s is older than %s, which fixes a WAL-reset corruption", v, store.MinSQLiteVersion)
+		r.Fix = "upgrade stateguard (a build with modernc.org/sqlite embedding SQLite ≥ " + store.MinSQLiteVersion + ")"
 		return r
 	}
-	r.Status, r.Summary = statusOK, fmt.Sprintf("embedded SQLite %s (≥ %s)", v, minSQLite)
+	r.Status, r.Summary = statusOK, fmt.Sprintf("embedded SQLite %s (≥ %s)", v, store.MinSQLiteVersion)
 	return r
-}
-
-// versionAtLeast compares dotted decimal versions; a malformed one is
-// never new enough.
-func versionAtLeast(v, min string) bool {
-	a, b := strings.Split(v, "."), strings.Split(min, ".")
-	for i := range max(len(a), len(b)) {
-		x, y := 0, 0
-		var err error
-		if i < len(a) {
-			if x, err = strconv.Atoi(a[i]); err != nil {
-				return false
-			}
-		}
-		if i < len(b) {
-			y, _ = strconv.Atoi(b[i])
-		}
-		if x != y {
-			return x > y
-		}
-	}
-	return true
 }
 
 // checkDaemon asks agentd for its status over the control socket: the

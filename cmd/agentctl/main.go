@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
 )
 
 // Exit codes, as docs/design.md gives them.
@@ -19,37 +21,69 @@ const (
 	exitPartial = 4
 )
 
-// command is one agentctl verb. Each lives in its own cmd_<verb>.go and
-// registers itself from init, so verbs never edit a shared table.
+// command is one agentctl verb; its code lives in cmd_<verb>.go.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) int
 }
 
+// commands is every verb, in the order usage lists them.
+var commands = []command{
+	{"status", "stores, generations, holders and incidents (exit 3: orphan holder or unknown scan)", runStatus},
+	{"holders", "one line per process holding a store, for scripts", runHolders},
+	{"incidents", "list open incidents (--all: every incident)", runIncidents},
+	{"incident", "incident show ID: one incident with every journaled step", runIncident},
+	{"release", "release ID --resume|--terminate|--kill: decide for a held incident", runRelease},
+	{"replay", "replay a diverted JSONL into its store, exactly once", runReplay},
+	{"queue", "list replay jobs and where they are", runQueue},
+	{"restore", "restore a store from a backup without orphaning anyone", runRestore},
+	{"adopt", "move a session (and its lineage) created in the wrong profile into another", runAdopt},
+	{"export", "write a session as JSON, Markdown or one HTML page, from a store or a capture", runExport},
+	{"guard", "off|on --profile P [--home H] [--for 15m]: pause the guard for maintenance, or re-arm it", runGuard},
+	{"doctor", "check the host, the config, the daemon and every store; explain what to fix", runDoctorVerb},
+	{"version", "the build: version, VCS revision, Go, embedded SQLite (--json)", runVersion},
+}
+
 // env is what a verb may touch of the outside world; tests run verbs with
-// their own buffers.
+// their own buffers, environment and seams.
 type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// scan is how restore learns who holds a store, judged by rule.
+	scan func(path string, rule holders.Rule) (*holders.StoreResult, error)
+	// queueReplay asks a running agentd to queue a replay and reports
+	// whether it did; nil replays in this process, as with --now.
+	queueReplay func(ctx context.Context, e *env, req replayRequest) (queued bool, err error)
 }
 
-var commands = map[string]command{}
-
-func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("agentctl: verb registered twice: " + c.name)
-	}
-	commands[c.name] = c
+// newEnv is agentctl's environment around the given streams: the real
+// holder scan, and replays queued with a running agentd.
+func newEnv(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *env {
+	return &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, scan: scanHolders, queueReplay: queueWithDaemon}
 }
 
 func main() {
+	// Process-wide: before the first SQLite open, as agentd does, so the
+	// locks agentctl's connections take never fight agentd's.
+	if err := store.UseOFDLocks(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentctl: %v\n", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runCLI(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	code := runCLI(ctx, newEnv(os.Stdin, os.Stdout, os.Stderr, os.Getenv), os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
 }
 
 func runCLI(ctx context.Context, e *env, args []string) int {
@@ -63,7 +97,7 @@ func runCLI(ctx context.Context, e *env, args []string) int {
 	if args[0] == "--version" {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	c, ok := commands[args[0]]
+	c, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(e.stderr, "agentctl: unknown verb %q\n\n", args[0])
 		usage(e.stderr)
@@ -75,13 +109,8 @@ func runCLI(ctx context.Context, e *env, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentctl <verb> [flags]")
 	fmt.Fprintln(w)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe), 4 partial.")

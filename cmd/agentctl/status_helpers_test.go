@@ -23,8 +23,7 @@ type ctlResult struct {
 func ctl(t *testing.T, vars map[string]string, args ...string) ctlResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
-		getenv: func(k string) string { return vars[k] }}
+	e := newEnv(strings.NewReader(""), &out, &errb, func(k string) string { return vars[k] })
 	code := runCLI(context.Background(), e, args)
 	return ctlResult{code, out.String(), errb.String()}
 }

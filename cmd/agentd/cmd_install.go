@@ -13,12 +13,6 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-func init() {
-	register(verb{name: "install", summary: "install agentd as a service (system-wide, or --user); --print shows the unit", run: func(ctx context.Context, args []string) int {
-		return cmdInstall(ctx, args, defaultServiceDeps())
-	}})
-}
-
 // serviceDeps is what the service verbs touch outside the process, so
 // tests can point them at a temporary directory and a recording runner.
 type serviceDeps struct {

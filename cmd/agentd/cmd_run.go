@@ -12,13 +12,11 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/alert"
+	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/service"
+	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
-
-func init() {
-	register(verb{name: "run", summary: "run the agent in the foreground", run: cmdRun})
-}
 
 func cmdRun(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("agentd run", flag.ContinueOnError)
@@ -27,6 +25,10 @@ func cmdRun(ctx context.Context, args []string) int {
 	socket := fs.String("socket", "", `control socket path (overrides the config; "-" for none)`)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if err := requireSQLite(ctx, version.SQLite); err != nil {
+		fmt.Fprintf(os.Stderr, "agentd: refusing to start: %v\n", err)
+		return 1
 	}
 	explicit := *configPath != ""
 	path := *configPath
@@ -111,4 +113,14 @@ func newLogging(w io.Writer, cfg *service.Config, metrics *supervisor.Metrics) (
 		RateLimit: cfg.Alert.RateLimit.D, Quiet: supervisor.QuietEvents(), Metrics: counter,
 	}, base)
 	return slog.New(alert.Handler(base.Handler(), alerter)), alerter
+}
+
+// requireSQLite refuses an embedded SQLite older than
+// store.MinSQLiteVersion: the agent relies on its WAL-reset fix.
+func requireSQLite(ctx context.Context, version func(context.Context) (string, error)) error {
+	v, err := version(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot ask the embedded SQLite its version: %w", err)
+	}
+	return store.CheckSQLiteVersion(v)
 }

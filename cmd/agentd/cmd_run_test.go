@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
@@ -125,5 +127,24 @@ func TestAlertsIndependentOfLogLevel(t *testing.T) {
 		if r.Level == "INFO" || r.Level == "DEBUG" {
 			t.Errorf("log.level = warn logged %s", line)
 		}
+	}
+}
+
+// agentd refuses to run on an embedded SQLite without the WAL-reset fix,
+// and says why.
+func TestRequireSQLite(t *testing.T) {
+	ctx := context.Background()
+	if err := requireSQLite(ctx, version.SQLite); err != nil {
+		t.Fatalf("this build's SQLite: %v", err)
+	}
+	old := func(context.Context) (string, error) { return "3.51.2", nil }
+	err := requireSQLite(ctx, old)
+	if !errors.Is(err, store.ErrSQLiteTooOld) || !strings.Contains(err.Error(), "3.51.2") ||
+		!strings.Contains(err.Error(), store.MinSQLiteVersion) || !strings.Contains(err.Error(), "WAL-reset") {
+		t.Fatalf("3.51.2: %v", err)
+	}
+	broken := func(context.Context) (string, error) { return "", errors.New("no driver") }
+	if err := requireSQLite(ctx, broken); err == nil {
+		t.Fatal("no version, no refusal")
 	}
 }

@@ -9,12 +9,6 @@ import (
 	"github.com/stateguard/stateguard/service"
 )
 
-func init() {
-	register(verb{name: "status", summary: "what the service manager says about agentd (exit 0 running, 3 not running)", run: func(ctx context.Context, args []string) int {
-		return cmdStatus(ctx, args, defaultServiceDeps())
-	}})
-}
-
 // exitNotRunning is the LSB status code for "program is not running",
 // which init scripts and monitoring already understand.
 const exitNotRunning = 3

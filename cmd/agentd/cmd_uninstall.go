@@ -6,12 +6,6 @@ import (
 	"fmt"
 )
 
-func init() {
-	register(verb{name: "uninstall", summary: "stop the service and remove its unit or plist", run: func(ctx context.Context, args []string) int {
-		return cmdUninstall(ctx, args, defaultServiceDeps())
-	}})
-}
-
 // cmdUninstall leaves the config file, the state directory (the journal,
 // which may hold unfinished incidents) and every capture in place.
 func cmdUninstall(ctx context.Context, args []string, d serviceDeps) int {

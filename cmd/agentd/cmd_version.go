@@ -5,16 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/stateguard/stateguard/internal/version"
 )
-
-func init() {
-	register(verb{name: "version", summary: "the build: version, VCS revision, Go, embedded SQLite (--json)", run: func(ctx context.Context, args []string) int {
-		return cmdVersion(ctx, args, os.Stdout, os.Stderr)
-	}})
-}
 
 func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agentd version", flag.ContinueOnError)

@@ -6,29 +6,60 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/stateguard/stateguard/service"
+	"github.com/stateguard/stateguard/store"
 )
 
-// verb is one agentd subcommand; each lives in its own cmd_<verb>.go and
-// registers itself from init.
+// verb is one agentd subcommand; its code lives in cmd_<verb>.go.
 type verb struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string) int
 }
 
-var verbs = map[string]verb{}
-
-func register(v verb) {
-	if _, dup := verbs[v.name]; dup {
-		panic("agentd: verb registered twice: " + v.name)
-	}
-	verbs[v.name] = v
+// verbs is every verb, in the order usage lists them.
+var verbs = []verb{
+	{"run", "run the agent in the foreground", cmdRun},
+	{"install", "install agentd as a service (system-wide, or --user); --print shows the unit", func(ctx context.Context, args []string) int {
+		return cmdInstall(ctx, args, defaultServiceDeps())
+	}},
+	{"uninstall", "stop the service and remove its unit or plist", func(ctx context.Context, args []string) int {
+		return cmdUninstall(ctx, args, defaultServiceDeps())
+	}},
+	{"start", "start the installed service", func(ctx context.Context, args []string) int {
+		return controlVerb(ctx, "start", args, defaultServiceDeps(), (*service.Manager).Start)
+	}},
+	{"stop", "stop the service (it stays installed)", func(ctx context.Context, args []string) int {
+		return controlVerb(ctx, "stop", args, defaultServiceDeps(), (*service.Manager).Stop)
+	}},
+	{"restart", "restart the service (start it if stopped)", func(ctx context.Context, args []string) int {
+		return controlVerb(ctx, "restart", args, defaultServiceDeps(), (*service.Manager).Restart)
+	}},
+	{"status", "what the service manager says about agentd (exit 0 running, 3 not running)", func(ctx context.Context, args []string) int {
+		return cmdStatus(ctx, args, defaultServiceDeps())
+	}},
+	{"version", "the build: version, VCS revision, Go, embedded SQLite (--json)", func(ctx context.Context, args []string) int {
+		return cmdVersion(ctx, args, os.Stdout, os.Stderr)
+	}},
 }
 
 func main() {
+	// Process-wide switches, set once before anything opens SQLite.
+	if err := store.UseOFDLocks(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentd: %v\n", err)
+	}
 	os.Exit(runCLI(os.Args[1:], os.Stderr))
+}
+
+func lookup(name string) (verb, bool) {
+	for _, v := range verbs {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return verb{}, false
 }
 
 func runCLI(args []string, stderr io.Writer) int {
@@ -42,7 +73,7 @@ func runCLI(args []string, stderr io.Writer) int {
 	if args[0] == "--version" {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	v, ok := verbs[args[0]]
+	v, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(stderr, "agentd: unknown verb %q\n\n", args[0])
 		usage(stderr)
@@ -57,12 +88,7 @@ func runCLI(args []string, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentd <verb> [flags]")
 	fmt.Fprintln(w)
-	names := make([]string, 0, len(verbs))
-	for n := range verbs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, verbs[n].summary)
+	for _, v := range verbs {
+		fmt.Fprintf(w, "  %-10s %s\n", v.name, v.summary)
 	}
 }
