@@ -82,8 +82,8 @@ func TestParseMountinfo(t *testing.T) {
 		"garbage\n"
 	ms := parseMountinfo([]byte(mi))
 	want := []mountEntry{
-		{ID: 27, Dev: linuxMkdev(254, 0), Root: "/", Point: "/"},
-		{ID: 36, Dev: linuxMkdev(0, 45), Root: "/home/u/.hermes", Point: "/mnt/with space"},
+		{ID: 27, Dev: linuxMkdev(254, 0), Root: "/", Point: "/", FSType: "ext4", SuperOptions: "rw"},
+		{ID: 36, Dev: linuxMkdev(0, 45), Root: "/home/u/.hermes", Point: "/mnt/with space", FSType: "ext4", SuperOptions: "rw"},
 	}
 	if !slices.Equal(ms, want) {
 		t.Fatalf("%+v, want %+v", ms, want)

@@ -3,6 +3,7 @@ package holders
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -136,25 +137,48 @@ func parseStatusIDs(b []byte) (euid int, groups []int, err error) {
 	return euid, groups, nil
 }
 
-// hidesProcesses reports whether a /proc/self/mountinfo says /proc is
-// mounted with hidepid=2 (invisible): other users' processes are then not
-// listed at all, so a scan by an unprivileged user cannot see them.
-func hidesProcesses(mountinfo []byte) bool {
-	for line := range bytes.SplitSeq(mountinfo, []byte{'\n'}) {
-		f := bytes.Fields(line)
-		if len(f) < 5 || string(f[4]) != "/proc" {
+// ProcMount is the proc filesystem mounted at /proc, as mountinfo says:
+// the last proc mount there, since it hides the ones below it.
+type ProcMount struct {
+	// Options are the mount's super options, as written ("rw,hidepid=2").
+	Options string
+	// HidePID is the hidepid option by name: "" (off), "noaccess" (1),
+	// "invisible" (2) or "ptraceable" (4).
+	HidePID string
+}
+
+// ParseProcMount finds the proc mount at /proc in a mountinfo text; ok is
+// false when there is none. It reads mountinfo with parseMountinfo, the
+// one parser of it: the holder scan and agentctl doctor both use it.
+func ParseProcMount(mountinfo []byte) (m ProcMount, ok bool) {
+	for _, e := range parseMountinfo(mountinfo) {
+		if e.Point != "/proc" || e.FSType != "proc" {
 			continue
 		}
-		// Super options are the last field, after the " - fstype source" separator.
-		for opt := range bytes.SplitSeq(f[len(f)-1], []byte{','}) {
-			switch string(opt) {
-			case "hidepid=2", "hidepid=invisible":
-				return true
+		m, ok = ProcMount{Options: e.SuperOptions}, true
+		for opt := range strings.SplitSeq(m.Options, ",") {
+			if v, isHide := strings.CutPrefix(opt, "hidepid="); isHide {
+				m.HidePID = hidePIDNames[v]
 			}
 		}
 	}
-	return false
+	return m, ok
 }
+
+// hidePIDNames maps hidepid's values, numeric or named, to its names;
+// anything unknown counts as the strictest listing restriction.
+var hidePIDNames = map[string]string{
+	"0": "", "off": "",
+	"1": "noaccess", "noaccess": "noaccess",
+	"2": "invisible", "invisible": "invisible",
+	"4": "ptraceable", "ptraceable": "ptraceable",
+}
+
+// Hides reports whether /proc leaves processes out of its listing for a
+// process without the privilege to see them: with hidepid=invisible, or
+// ptraceable, a scan cannot even say it is blind to them. (With noaccess
+// they are listed and their details refused, so a scan knows.)
+func (m ProcMount) Hides() bool { return m.HidePID == "invisible" || m.HidePID == "ptraceable" }
 
 // parseInt parses a decimal name (a pid or fd under /proc) without
 // allocating; ok is false for anything else.
@@ -198,6 +222,9 @@ type mountEntry struct {
 	Dev   uint64 // the superblock's device, in Linux's stat(2) encoding
 	Root  string // the directory of the filesystem mounted here
 	Point string // where it is mounted, in the reader's root
+	// FSType and SuperOptions follow the " - " separator ("proc",
+	// "rw,hidepid=2"); "" when the line has none.
+	FSType, SuperOptions string
 }
 
 // parseMountinfo parses "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1
@@ -222,7 +249,15 @@ func parseMountinfo(b []byte) []mountEntry {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out = append(out, mountEntry{ID: id, Dev: linuxMkdev(ma, mi), Root: unescapeMount(f[3]), Point: unescapeMount(f[4])})
+		m := mountEntry{ID: id, Dev: linuxMkdev(ma, mi), Root: unescapeMount(f[3]), Point: unescapeMount(f[4])}
+		// Optional fields come before the separator; fstype source
+		// superopts after it.
+		if i := slices.IndexFunc(f[5:], func(b []byte) bool { return string(b) == "-" }); i >= 0 {
+			if rest := f[5+i+1:]; len(rest) >= 3 {
+				m.FSType, m.SuperOptions = string(rest[0]), string(rest[2])
+			}
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -61,15 +61,30 @@ func TestParseStatusIDs(t *testing.T) {
 	}
 }
 
-func TestHidesProcesses(t *testing.T) {
-	plain := "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
-	hidden := "22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw,hidepid=invisible,gid=10\n"
-	hidden2 := "22 1 0:21 / /proc rw - proc proc rw,hidepid=2\n"
-	noaccess := "22 1 0:21 / /proc rw - proc proc rw,hidepid=1\n"
-	other := "30 1 0:21 / /mnt/proc rw - proc proc rw,hidepid=2\n"
-	for in, want := range map[string]bool{plain: false, hidden: true, hidden2: true, noaccess: false, other: false} {
-		if got := hidesProcesses([]byte(in)); got != want {
-			t.Errorf("%q: %v", in, got)
+func TestParseProcMount(t *testing.T) {
+	root := "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+	for _, tt := range []struct {
+		mountinfo, hide string
+		hides, ok       bool
+	}{
+		{root + "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n", "", false, true},
+		{"22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw,hidepid=invisible,gid=10\n", "invisible", true, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=2\n", "invisible", true, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=4\n", "ptraceable", true, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=ptraceable\n", "ptraceable", true, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=1\n", "noaccess", false, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=0\n", "", false, true},
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=off\n", "", false, true},
+		// Another mount point, or not a proc filesystem at /proc.
+		{root + "30 1 0:21 / /mnt/proc rw - proc proc rw,hidepid=2\n", "", false, false},
+		{"30 1 0:21 / /proc rw - tmpfs tmpfs rw,hidepid=2\n", "", false, false},
+		// The last proc mount at /proc hides the ones below it.
+		{"22 1 0:21 / /proc rw - proc proc rw,hidepid=2\n23 22 0:22 / /proc rw - proc proc rw\n", "", false, true},
+		{"22 1 0:21 / /proc rw - proc proc rw\n23 22 0:22 / /proc rw - proc proc rw,hidepid=invisible\n", "invisible", true, true},
+	} {
+		m, ok := ParseProcMount([]byte(tt.mountinfo))
+		if ok != tt.ok || m.HidePID != tt.hide || m.Hides() != tt.hides {
+			t.Errorf("%q: %+v ok %v hides %v; want hidepid %q ok %v hides %v", tt.mountinfo, m, ok, m.Hides(), tt.hide, tt.ok, tt.hides)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error
 	}
 	c := inspectAll(e, pids)
 	if e.hidepid {
-		c.addBlind(Blind{UID: -1, Scope: ScopeScan, Reason: "/proc is mounted with hidepid=invisible: other users' processes, and this user's undumpable ones, are not listed; scan as root"}, nil)
+		c.addBlind(Blind{UID: -1, Scope: ScopeScan, Reason: e.hideReason}, nil)
 	}
 	e.finish(c, true)
 	res := c.result()
@@ -140,7 +140,9 @@ type scanEnv struct {
 	self    int
 	selfNS  uint64 // the scan's mount namespace (inode of /proc/self/ns/mnt)
 	hidepid bool   // /proc hides processes from this (unprivileged) scan
-	locks   *lockTable
+	// hideReason says how, for the scan's Blind entry.
+	hideReason string
+	locks      *lockTable
 	// hostMounts is the scan's own mount table, read when first needed.
 	hostMounts func() []mountEntry
 }
@@ -149,9 +151,8 @@ func newScanEnv(w *watch, proc int, known map[int]Process, o Options) *scanEnv {
 	e := &scanEnv{w: w, proc: proc, known: known, opts: o, euid: os.Geteuid(), self: os.Getpid()}
 	e.selfNS, _ = selfMountNS()
 	if e.euid != 0 {
-		if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || hidesProcesses(b) {
-			e.hidepid = true
-		}
+		e.hideReason = hiddenByProc()
+		e.hidepid = e.hideReason != ""
 	}
 	e.hostMounts = sync.OnceValue(func() []mountEntry {
 		b, err := os.ReadFile("/proc/self/mountinfo")
@@ -229,6 +230,19 @@ type statFacts struct {
 	id      fileid.ID
 	nlink   uint64
 	regular bool
+}
+
+// hiddenByProc says why this (unprivileged) scan may not see every
+// process, or "" when /proc lists them all.
+func hiddenByProc() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "cannot read /proc/self/mountinfo to tell whether /proc hides processes: " + err.Error() + "; scan as root"
+	}
+	if m, ok := ParseProcMount(b); ok && m.Hides() {
+		return "/proc is mounted with hidepid=" + m.HidePID + ": other users' processes, and this user's undumpable ones, are not listed; scan as root"
+	}
+	return ""
 }
 
 // scanBuffers are a scanner's reusable buffers, pooled so a targeted scan

@@ -249,6 +249,10 @@ func TestDoctorHidepid(t *testing.T) {
 	f.in.euid = 1000
 	f.write(t, "proc/status", "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n")
 	expectStatus(t, f.run(t), "proc hidepid", statusWarn, "hidepid=invisible")
+	f.write(t, "proc/mountinfo", "22 1 0:21 / /proc rw - proc proc rw,hidepid=4\n")
+	expectStatus(t, f.run(t), "proc hidepid", statusWarn, "hidepid=ptraceable")
+	f.write(t, "proc/mountinfo", "22 1 0:21 / /proc rw - proc proc rw,hidepid=1\n")
+	expectStatus(t, f.run(t), "proc hidepid", statusWarn, "say unknown")
 	f.write(t, "proc/mountinfo", "22 1 0:21 / /proc rw - proc proc rw,hidepid=0\n")
 	expectStatus(t, f.run(t), "proc hidepid", statusOK, "every process")
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
@@ -331,23 +332,25 @@ func checkHidepid(in doctorInput, ps procStatus) checkResult {
 		r.Status, r.Summary = statusOK, "not applicable on "+in.goos
 		return r
 	}
-	opts, err := procMountOptions(in.mountinfo)
+	m, err := procMount(in.mountinfo)
 	if err != nil {
 		r.Status, r.Summary = statusWarn, fmt.Sprintf("cannot tell how /proc is mounted: %v", err)
 		r.Fix = "check `findmnt /proc`: with hidepid, run agentd as root"
 		return r
 	}
-	hide := ""
-	for _, o := range strings.Split(opts, ",") {
-		if v, ok := strings.CutPrefix(o, "hidepid="); ok && v != "0" && v != "off" {
-			hide = o
-		}
+	opts, hide := m.Options, ""
+	if m.HidePID != "" {
+		hide = "hidepid=" + m.HidePID
 	}
 	switch {
 	case hide == "":
 		r.Status, r.Summary = statusOK, "/proc shows every process ("+opts+")"
 	case ps.err == nil && ps.capEff&(1<<19) != 0:
 		r.Status, r.Summary = statusOK, fmt.Sprintf("/proc is mounted %s, but %s has CAP_SYS_PTRACE and sees every process", hide, ps.who)
+	case !m.Hides():
+		r.Status = statusWarn
+		r.Summary = fmt.Sprintf("/proc is mounted %s: %s cannot inspect other users' processes, so holder scans near them say unknown", hide, ps.who)
+		r.Fix = "run agentd as root (or with CAP_SYS_PTRACE), or add its user to the group named by the /proc mount's gid= option"
 	default:
 		r.Status = statusWarn
 		r.Summary = fmt.Sprintf("/proc is mounted %s: %s cannot see other users' processes, so a holder they run is missed", hide, ps.who)
@@ -356,35 +359,17 @@ func checkHidepid(in doctorInput, ps procStatus) checkResult {
 	return r
 }
 
-// procMountOptions returns the super options of the proc mount at /proc.
-func procMountOptions(mountinfo string) (string, error) {
-	f, err := os.Open(mountinfo)
+// procMount reads the proc mount at /proc from a mountinfo file.
+func procMount(mountinfo string) (holders.ProcMount, error) {
+	b, err := os.ReadFile(mountinfo)
 	if err != nil {
-		return "", err
+		return holders.ProcMount{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	opts, found := "", false
-	for sc.Scan() {
-		// id parent maj:min root mountpoint options [optional...] - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if len(a) < 5 || len(b) < 3 || a[4] != "/proc" || b[0] != "proc" {
-			continue
-		}
-		opts, found = b[2], true // the last mount at /proc wins, as it hides the others
+	m, ok := holders.ParseProcMount(b)
+	if !ok {
+		return holders.ProcMount{}, fmt.Errorf("no proc mount at /proc in %s", mountinfo)
 	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("read %s: %w", mountinfo, err)
-	}
-	if !found {
-		return "", fmt.Errorf("no proc mount at /proc in %s", mountinfo)
-	}
-	return opts, nil
+	return m, nil
 }
 
 // inotifyHeadroom is how many watches beyond agentd's own the per-user
