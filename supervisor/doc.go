@@ -10,6 +10,8 @@
 //
 // The durable record is package journal's; what happens to files and
 // rows is recovery's and store's. It holds no platform details; those
-// live in holders and store. It builds on unix (Linux and macOS are the
-// targets).
+// live in holders and store. It builds on Linux and macOS, the product's
+// targets, and nowhere else: the holder scan, the freeze, the pins and the
+// guard need their kernels' process and lock APIs, so there are no stubs
+// for other systems (GOOS=windows fails in holders and recovery first).
 package supervisor
