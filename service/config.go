@@ -96,7 +96,6 @@ type StoreConfig struct {
 // that uses it; these names only collect them for the config.
 const (
 	DefaultReconcile    = watcher.DefaultReconcile
-	DefaultGrace        = incident.DefaultGrace
 	DefaultStallTimeout = 300 * time.Second
 	SystemConfigPath    = "/etc/stateguard/agent.toml"
 	userConfigRelative  = "stateguard/agent.toml"
@@ -280,6 +279,15 @@ func (c *Config) StoreFor(path string) (StoreConfig, bool) {
 		}
 	}
 	return StoreConfig{}, false
+}
+
+// PolicyFor is the release policy set for the store at path: its own
+// [[store]] entry's (which Load filled from [policy]) or [policy]'s.
+func (c *Config) PolicyFor(path string) incident.PolicySet {
+	if s, ok := c.StoreFor(path); ok {
+		return s.Policy.set()
+	}
+	return c.Policy.set()
 }
 
 func ptr[T any](v T) *T { return &v }

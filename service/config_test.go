@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
 )
 
 func TestExampleConfigParses(t *testing.T) {
@@ -125,5 +126,22 @@ func TestLoadRejectsUnreadableDir(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "agent.toml"), false); err == nil {
 		t.Fatal("a directory in place of the config file must be an error")
+	}
+}
+
+func TestPolicyFor(t *testing.T) {
+	cfg, err := Parse([]byte("[policy]\nreplaced = \"hold\"\ngrace = \"5s\"\n[[store]]\npath = \"/s/state.db\"\npolicy.replaced = \"kill\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.PolicyFor("/s/state.db"); p.Replaced != PolicyKill || p.Grace != 5*time.Second || p.SidecarLost != PolicyKill {
+		t.Errorf("store entry: %+v", p)
+	}
+	if p := cfg.PolicyFor("/other/state.db"); p.Replaced != PolicyHold || p.Grace != 5*time.Second {
+		t.Errorf("[policy]: %+v", p)
+	}
+	def, _ := Parse(nil)
+	if p := def.PolicyFor("/x"); p != incident.DefaultPolicies() {
+		t.Errorf("defaults: %+v, want %+v", p, incident.DefaultPolicies())
 	}
 }

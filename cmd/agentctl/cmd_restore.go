@@ -372,30 +372,16 @@ func (r *restoreRun) loadPolicy() (incident.Policy, time.Duration, error) {
 	if err != nil {
 		if r.f.release != "" {
 			p, _ := restorePolicy(r.f.release)
-			return p, service.DefaultGrace, nil
+			return p, incident.DefaultGrace, nil
 		}
 		return "", 0, err
 	}
-	cfg.ApplyDefaults()
-	pc := cfg.Policy
-	if sc, ok := cfg.StoreFor(r.plan.Target); ok {
-		pc = sc.Policy
-		if pc.Replaced == "" {
-			pc.Replaced = cfg.Policy.Replaced
-		}
-		if pc.Grace.D == 0 {
-			pc.Grace = cfg.Policy.Grace
-		}
-	}
-	pol := pc.Replaced
+	ps := cfg.PolicyFor(r.plan.Target)
+	pol := ps.Replaced
 	if r.f.release != "" {
 		pol, _ = restorePolicy(r.f.release)
 	}
-	grace := pc.Grace.D
-	if grace <= 0 {
-		grace = service.DefaultGrace
-	}
-	return pol, grace, nil
+	return pol, ps.GraceOrDefault(), nil
 }
 
 func (r *restoreRun) releasePolicy() (incident.Policy, time.Duration) {
