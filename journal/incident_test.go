@@ -49,24 +49,7 @@ func TestIncidentLifecycle(t *testing.T) {
 		}
 	}
 
-	// Backwards is refused and leaves no trace.
-	before, _ := j.Steps(ctx, inc.ID)
-	err = j.Transition(ctx, inc.ID, StateFrozen, Step{Name: StepFrozen})
-	if !errors.Is(err, ErrInvalidTransition) {
-		t.Errorf("replaying → frozen = %v, want ErrInvalidTransition", err)
-	}
-	// Same state under another step name is not a transition either.
-	if err := j.Transition(ctx, inc.ID, StateReplaying, Step{Name: StepDiverted}); !errors.Is(err, ErrInvalidTransition) {
-		t.Errorf("replaying → replaying by another step = %v, want ErrInvalidTransition", err)
-	}
-	// Repeating the last transition (a resumed worker) is a no-op.
-	if err := j.Transition(ctx, inc.ID, StateReplaying, Step{Name: StepReplayQueued}); err != nil {
-		t.Errorf("repeated transition: %v", err)
-	}
-	after, _ := j.Steps(ctx, inc.ID)
-	if len(after) != len(before) {
-		t.Errorf("refused or repeated transitions added steps: %d → %d", len(before), len(after))
-	}
+	checkRefusedTransitions(t, j, inc.ID)
 	got, _ := j.GetIncident(ctx, inc.ID)
 	if got.State != StateReplaying || got.PrevState != StateDiverted {
 		t.Errorf("after refusals: state %s prev %s", got.State, got.PrevState)
@@ -87,7 +70,44 @@ func TestIncidentLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{StepDetected, StepFrozen, StepPinned, StepReleased, StepCaptureWritten, StepDiverted, StepReplayQueued, StepResolved}
+	checkStepLog(t, steps, []string{StepDetected, StepFrozen, StepPinned, StepReleased, StepCaptureWritten, StepDiverted, StepReplayQueued, StepResolved})
+	if unfinished, _ := j.Unfinished(ctx); len(unfinished) != 0 {
+		t.Errorf("a resolved incident is unfinished: %+v", unfinished)
+	}
+	if got.Detail.Holders[0].PID != 4242 || got.Detail.Holders[0].Files[0].Role != "wal" {
+		t.Errorf("detail lost: %+v", got.Detail)
+	}
+}
+
+// checkRefusedTransitions: from replaying, backwards, the same state by
+// another step and a repeat of the last step add nothing to the log.
+func checkRefusedTransitions(t *testing.T, j *Journal, id string) {
+	t.Helper()
+	ctx := context.Background()
+	// Backwards is refused and leaves no trace.
+	before, _ := j.Steps(ctx, id)
+	err := j.Transition(ctx, id, StateFrozen, Step{Name: StepFrozen})
+	if !errors.Is(err, ErrInvalidTransition) {
+		t.Errorf("replaying → frozen = %v, want ErrInvalidTransition", err)
+	}
+	// Same state under another step name is not a transition either.
+	if err := j.Transition(ctx, id, StateReplaying, Step{Name: StepDiverted}); !errors.Is(err, ErrInvalidTransition) {
+		t.Errorf("replaying → replaying by another step = %v, want ErrInvalidTransition", err)
+	}
+	// Repeating the last transition (a resumed worker) is a no-op.
+	if err := j.Transition(ctx, id, StateReplaying, Step{Name: StepReplayQueued}); err != nil {
+		t.Errorf("repeated transition: %v", err)
+	}
+	after, _ := j.Steps(ctx, id)
+	if len(after) != len(before) {
+		t.Errorf("refused or repeated transitions added steps: %d → %d", len(before), len(after))
+	}
+}
+
+// checkStepLog checks the steps are want, numbered from 1, each from the
+// state the one before reached, in time order.
+func checkStepLog(t *testing.T, steps []Step, want []string) {
+	t.Helper()
 	if len(steps) != len(want) {
 		t.Fatalf("steps: %+v", steps)
 	}
@@ -105,12 +125,6 @@ func TestIncidentLifecycle(t *testing.T) {
 		if i > 0 && s.At.Before(steps[i-1].At) {
 			t.Errorf("step %d at %v before step %d", i, s.At, i-1)
 		}
-	}
-	if unfinished, _ := j.Unfinished(ctx); len(unfinished) != 0 {
-		t.Errorf("a resolved incident is unfinished: %+v", unfinished)
-	}
-	if got.Detail.Holders[0].PID != 4242 || got.Detail.Holders[0].Files[0].Role != "wal" {
-		t.Errorf("detail lost: %+v", got.Detail)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,38 +86,26 @@ func gatherValue(t *testing.T, m *Metrics, name string, labels map[string]string
 	return metricValue(byName, name, labels)
 }
 
-func TestMetricsEndpoint(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := hermestest.TestLogger(t)
-	m := NewMetrics()
-	srv, err := m.Serve(ctx, "127.0.0.1:0", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close(context.Background())
+// metricWant is one expected sample value.
+type metricWant struct {
+	name   string
+	labels map[string]string
+	want   float64
+}
 
-	before := scrape(t, srv.Addr())
-	zero := []struct {
-		name   string
-		labels map[string]string
-	}{
-		{"stateguard_stores_watched", nil},
-		{"stateguard_captures_total", nil},
-		{"stateguard_replay_jobs_total", map[string]string{"result": "failed"}},
-		{"stateguard_alerts_total", map[string]string{"result": "dropped"}},
-		{"stateguard_freeze_latency_seconds", nil},
-	}
-	for _, z := range zero {
-		if v := metricValue(before, z.name, z.labels); v != 0 {
-			t.Errorf("before any call %s%v = %v, want 0", z.name, z.labels, v)
+func expectMetrics(t *testing.T, when string, fams map[string]*dto.MetricFamily, wants []metricWant) {
+	t.Helper()
+	for _, w := range wants {
+		if v := metricValue(fams, w.name, w.labels); v != w.want {
+			t.Errorf("%s %s%v = %v, want %v", when, w.name, w.labels, v, w.want)
 		}
 	}
-	if before["go_goroutines"] == nil {
-		t.Error("the Go collector is missing")
-	}
+}
 
-	reconciled := time.Unix(1767225600, 500_000_000)
+// driveMetrics calls every recorder of m once or a few times, and sends
+// one alert through an alerter counting into m.
+func driveMetrics(t *testing.T, m *Metrics, log *slog.Logger) {
+	t.Helper()
 	m.StoresWatched(3)
 	m.SetHolders("/a", map[HolderKey]int{{Role: "writer"}: 2, {Role: "reader", Orphan: true}: 1})
 	m.SetHolders("/b", map[HolderKey]int{{Role: "writer"}: 1})
@@ -130,7 +119,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	m.ReplayDone(10)
 	m.ReplayFailed()
 	m.ObserveScan(20 * time.Millisecond)
-	m.Reconciled(reconciled)
+	m.Reconciled(time.Unix(1767225600, 500_000_000))
 	m.GuardArmed(2)
 	m.StallState(1)
 	a := alert.New(alert.Config{Exec: []string{"/bin/sh", "-c", "cat >/dev/null"}, Metrics: m}, log)
@@ -138,13 +127,34 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := a.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
 
+func TestMetricsEndpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := hermestest.TestLogger(t)
+	m := NewMetrics()
+	srv, err := m.Serve(ctx, "127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+
+	before := scrape(t, srv.Addr())
+	expectMetrics(t, "before any call", before, []metricWant{
+		{"stateguard_stores_watched", nil, 0},
+		{"stateguard_captures_total", nil, 0},
+		{"stateguard_replay_jobs_total", map[string]string{"result": "failed"}, 0},
+		{"stateguard_alerts_total", map[string]string{"result": "dropped"}, 0},
+		{"stateguard_freeze_latency_seconds", nil, 0},
+	})
+	if before["go_goroutines"] == nil {
+		t.Error("the Go collector is missing")
+	}
+
+	driveMetrics(t, m, log)
 	after := scrape(t, srv.Addr())
-	checks := []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
+	expectMetrics(t, "after", after, []metricWant{
 		{"stateguard_stores_watched", nil, 3},
 		{"stateguard_holders", map[string]string{"role": "writer", "orphan": "false"}, 3},
 		{"stateguard_holders", map[string]string{"role": "reader", "orphan": "true"}, 1},
@@ -163,12 +173,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"stateguard_guard_armed_stores", nil, 2},
 		{"stateguard_stalls", nil, 1},
 		{"stateguard_alerts_total", map[string]string{"result": "sent"}, 1},
-	}
-	for _, c := range checks {
-		if v := metricValue(after, c.name, c.labels); v != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
-		}
-	}
+	})
 	// The freeze lands in the sub-5ms bucket, not only the +Inf one.
 	h := after["stateguard_freeze_latency_seconds"].GetMetric()[0].GetHistogram()
 	for _, b := range h.GetBucket() {
@@ -178,13 +183,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 
 	m.ForgetStore("/a")
-	gone := scrape(t, srv.Addr())
-	if v := metricValue(gone, "stateguard_holders", map[string]string{"role": "reader", "orphan": "true"}); v != 0 {
-		t.Errorf("a forgotten store's holders still counted: %v", v)
-	}
-	if v := metricValue(gone, "stateguard_holders", map[string]string{"role": "writer", "orphan": "false"}); v != 1 {
-		t.Errorf("writer holders after forgetting /a = %v, want 1", v)
-	}
+	expectMetrics(t, "after forgetting /a", scrape(t, srv.Addr()), []metricWant{
+		{"stateguard_holders", map[string]string{"role": "reader", "orphan": "true"}, 0},
+		{"stateguard_holders", map[string]string{"role": "writer", "orphan": "false"}, 1},
+	})
 }
 
 func TestMetricsRefusesNonLoopback(t *testing.T) {

@@ -1,0 +1,212 @@
+package supervisor
+
+import (
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/watcher"
+)
+
+// The agent's view of its stores: discovery, the watches, the full holder
+// scan, and the two loops (watch events, reconcile ticks) that kick each
+// store's worker.
+
+func (a *Agent) worker(key string) *worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.workers[key]
+}
+
+func (a *Agent) addWorker(s store.Store) *worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.workers[s.Key()]; w != nil {
+		return w
+	}
+	w := newWorker(a, s)
+	w.resumes = a.resumes[s.Key()]
+	delete(a.resumes, s.Key())
+	a.workers[s.Key()] = w
+	go w.run()
+	return w
+}
+
+// refreshStores re-runs discovery, starts workers for new stores, retires
+// workers of stores that went away (unless they have an incident to
+// finish), and points the watcher at the result.
+func (a *Agent) refreshStores() error {
+	stores, problems := store.Discover(a.opts.Discover)
+	homes, _ := store.DiscoverHomes(a.opts.Discover)
+	a.mu.Lock()
+	a.problems, a.homes = problems, homes
+	seen := map[string]bool{}
+	var added []store.Store
+	for _, s := range stores {
+		seen[s.Key()] = true
+		if _, ok := a.workers[s.Key()]; !ok {
+			added = append(added, s)
+		}
+	}
+	var removed []*worker
+	for k, w := range a.workers {
+		if !seen[k] && !w.busy() {
+			removed = append(removed, w)
+			delete(a.workers, k)
+		}
+	}
+	a.mu.Unlock()
+	a.opts.Metrics.StoresWatched(len(stores))
+	for _, w := range removed {
+		w.stopAndWait()
+		a.cache.Forget(w.target)
+		a.opts.Metrics.ForgetStore(w.st.Path)
+		a.log.Info("store removed", "event", EventStoreRemoved, "store", w.st.Path, "profile", w.st.Profile)
+	}
+	for _, s := range added {
+		a.addWorker(s).kick(time.Now())
+		a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
+	}
+	for _, p := range problems {
+		a.log.Warn("store skipped", "subsystem", "discovery", "path", p.Path, "err", p.Err, "hint", p.Hint)
+	}
+	return a.setWatches()
+}
+
+func (a *Agent) setWatches() error {
+	a.mu.Lock()
+	targets := make([]watcher.Target, 0, len(a.workers))
+	for _, w := range a.workers {
+		base := filepath.Base(w.st.Path)
+		targets = append(targets, watcher.Target{Key: w.st.Key(), Dir: w.st.Dir(), Names: []string{base, base + "-wal", base + "-shm"}})
+	}
+	homes := make([]watcher.Home, 0, len(a.homes))
+	for _, h := range a.homes {
+		homes = append(homes, watcher.Home{Root: h.Root})
+	}
+	a.mu.Unlock()
+	slices.SortFunc(targets, func(x, y watcher.Target) int {
+		if x.Key < y.Key {
+			return -1
+		}
+		if x.Key > y.Key {
+			return 1
+		}
+		return 0
+	})
+	if err := a.watch.Set(targets, homes); err != nil {
+		// A directory that cannot be watched is still reconciled.
+		a.log.Warn("watch set incomplete", "subsystem", "watcher", "err", err)
+	}
+	return nil
+}
+
+// targets lists every store the agent scans for.
+func (a *Agent) targets() []holders.Target {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ts := make([]holders.Target, 0, len(a.workers))
+	for _, w := range a.workers {
+		ts = append(ts, w.target)
+	}
+	return ts
+}
+
+// fullScan re-scans every process for every store and refreshes the
+// holder cache; a scan that cannot see everything is logged.
+func (a *Agent) fullScan() *holders.Result {
+	a.scanMu.Lock()
+	defer a.scanMu.Unlock()
+	res, err := a.cache.Scan(a.targets())
+	if err != nil {
+		a.log.Error("holder scan failed", "event", EventScanUnknown, "err", err)
+		return nil
+	}
+	a.opts.Metrics.ObserveScan(res.Took)
+	for _, sr := range res.Stores {
+		counts := map[HolderKey]int{}
+		for _, p := range sr.Holders {
+			for _, f := range p.Files {
+				counts[HolderKey{Role: string(f.Role), Orphan: !f.Current}]++
+			}
+		}
+		a.opts.Metrics.SetHolders(sr.Target.Path, counts)
+		// Said once when a store's scan becomes unknown, not every
+		// reconcile: the condition (hidepid, a process we may not
+		// inspect) is usually permanent until an operator acts.
+		was, seen := a.verdicts[sr.Target.Path]
+		a.verdicts[sr.Target.Path] = sr.Verdict
+		if sr.Verdict == holders.VerdictUnknown && (!seen || was != holders.VerdictUnknown) {
+			args := []any{"event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind)}
+			if len(sr.Blind) > 0 {
+				args = append(args, "first_pid", sr.Blind[0].Pid, "first_reason", sr.Blind[0].Reason)
+			}
+			a.log.Warn("holder scan cannot see every process that could open the store; its verdict is unknown", args...)
+		}
+	}
+	return res
+}
+
+// eventLoop turns watcher events into worker kicks.
+func (a *Agent) eventLoop() {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.quit:
+			return
+		case ev, ok := <-a.watch.Events():
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case watcher.StoreChanged:
+				if w := a.worker(ev.Key); w != nil {
+					w.kick(ev.At)
+				}
+			case watcher.HomeChanged:
+				if err := a.refreshStores(); err != nil {
+					a.log.Error("rediscovery failed", "err", err)
+				}
+			case watcher.Reconcile:
+				// A full scan takes milliseconds to tens of them;
+				// it must never delay the next store event.
+				select {
+				case a.reconcileC <- struct{}{}:
+				default:
+				}
+			case watcher.WatchError:
+				a.log.Warn("directory not watched; only reconciles see it", "subsystem", "watcher", "path", ev.Path, "err", ev.Err)
+			}
+		}
+	}
+}
+
+func (a *Agent) reconcileLoop() {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-a.reconcileC:
+			a.reconcile()
+		}
+	}
+}
+
+// reconcile is the safety net: rediscover, re-scan every process, and let
+// every worker compare what is at its paths with what it last saw.
+func (a *Agent) reconcile() {
+	if err := a.refreshStores(); err != nil {
+		a.log.Error("rediscovery failed", "err", err)
+	}
+	a.fullScan()
+	now := time.Now()
+	a.opts.Metrics.Reconciled(now)
+	a.mu.Lock()
+	for _, w := range a.workers {
+		w.kick(now)
+	}
+	a.mu.Unlock()
+}
