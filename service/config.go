@@ -281,13 +281,18 @@ func (c *Config) StoreFor(path string) (StoreConfig, bool) {
 	return StoreConfig{}, false
 }
 
+// Set is the policy config as the incident engine takes it.
+func (p PolicyConfig) Set() incident.PolicySet {
+	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Grace: p.Grace.D}
+}
+
 // PolicyFor is the release policy set for the store at path: its own
 // [[store]] entry's (which Load filled from [policy]) or [policy]'s.
 func (c *Config) PolicyFor(path string) incident.PolicySet {
 	if s, ok := c.StoreFor(path); ok {
-		return s.Policy.set()
+		return s.Policy.Set()
 	}
-	return c.Policy.set()
+	return c.Policy.Set()
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -58,8 +58,8 @@ func TestVerdictRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Verdict != holders.RuleStrict || cfg.AgentOptions(nil).Verdict != holders.RuleStrict {
-		t.Fatalf("verdict %q, agent options %q", cfg.Verdict, cfg.AgentOptions(nil).Verdict)
+	if cfg.Verdict != holders.RuleStrict {
+		t.Fatalf("verdict %q", cfg.Verdict)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/control"
 )
 
 // A commented setting is "#key = value" or "#[table]", with no space after
@@ -64,10 +64,10 @@ func TestDefaultConfigFileIsTheDefaults(t *testing.T) {
 		t.Fatalf("uncommented, the default config file does not parse: %v\n%s", err, text)
 	}
 	noEnv := func(string) string { return "" }
-	if all.StateDir != supervisor.DefaultStateDir(noEnv, 0) {
-		t.Errorf("state_dir %q, root's default is %q", all.StateDir, supervisor.DefaultStateDir(noEnv, 0))
+	if all.StateDir != control.DefaultStateDir(noEnv, 0) {
+		t.Errorf("state_dir %q, root's default is %q", all.StateDir, control.DefaultStateDir(noEnv, 0))
 	}
-	if sock := filepath.Join(supervisor.DefaultRuntimeDir(noEnv, 0), supervisor.SocketFile); all.Socket != sock {
+	if sock := filepath.Join(control.DefaultRuntimeDir(noEnv, 0), control.SocketFile); all.Socket != sock {
 		t.Errorf("socket %q, root's default is %q", all.Socket, sock)
 	}
 	all.StateDir, all.Socket = "", ""

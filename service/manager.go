@@ -12,7 +12,7 @@ import (
 
 	kservice "github.com/kardianos/service"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/control"
 )
 
 // ErrNotInstalled is returned by the verbs that need an installed service.
@@ -380,7 +380,7 @@ func EnsureConfig(path string) (created bool, err error) {
 // ProtectSystem=strict the agent could not create them itself.
 func PrepareDirs(cfg *Config) error {
 	if cfg.StateDir != "" {
-		if err := supervisor.PrepareStateDir(filepath.Clean(cfg.StateDir)); err != nil {
+		if err := control.PrepareStateDir(filepath.Clean(cfg.StateDir)); err != nil {
 			return err
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/store"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // SpecOptions say which service to describe. The zero value describes the
@@ -161,11 +161,11 @@ func writablePaths(cfg *Config, getenv func(string) string, d store.DiscoverOpti
 // from the system unit's StateDirectory and RuntimeDirectory.
 func ownDirs(cfg *Config, getenv func(string) string) []string {
 	var out []string
-	if cfg.StateDir != "" && filepath.Clean(cfg.StateDir) != supervisor.DefaultStateDir(getenv, 0) {
+	if cfg.StateDir != "" && filepath.Clean(cfg.StateDir) != control.DefaultStateDir(getenv, 0) {
 		out = append(out, filepath.Clean(cfg.StateDir))
 	}
 	if cfg.Socket != "" {
-		if dir := filepath.Dir(cfg.Socket); dir != supervisor.DefaultRuntimeDir(getenv, 0) {
+		if dir := filepath.Dir(cfg.Socket); dir != control.DefaultRuntimeDir(getenv, 0) {
 			out = append(out, dir)
 		}
 	}

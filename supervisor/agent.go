@@ -13,6 +13,7 @@ import (
 
 	"modernc.org/sqlite"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
@@ -141,10 +142,10 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	if o.StateDir == "" {
-		o.StateDir = DefaultStateDir(os.Getenv, os.Geteuid())
+		o.StateDir = control.DefaultStateDir(os.Getenv, os.Geteuid())
 	}
 	if o.Socket == "" {
-		o.Socket = filepath.Join(DefaultRuntimeDir(os.Getenv, os.Geteuid()), SocketFile)
+		o.Socket = filepath.Join(control.DefaultRuntimeDir(os.Getenv, os.Geteuid()), control.SocketFile)
 	}
 	if o.Reconcile <= 0 {
 		o.Reconcile = watcher.DefaultReconcile
@@ -155,7 +156,7 @@ func (o Options) withDefaults() Options {
 // openState prepares the state directory, takes its lock and opens the
 // journal; replay jobs a dead agent left running are queued again.
 func (a *Agent) openState(ctx context.Context) error {
-	if err := PrepareStateDir(a.opts.StateDir); err != nil {
+	if err := control.PrepareStateDir(a.opts.StateDir); err != nil {
 		return err
 	}
 	lock, err := AcquireLock(a.opts.StateDir)

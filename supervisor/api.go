@@ -9,22 +9,15 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
 
-// The control API, served on the unix socket. Every answer is JSON; an
-// error is {"error": "..."} with a 4xx/5xx status.
-//
-//	GET  /v1/status                     Status
-//	GET  /v1/incidents[?all=1]          []Incident (open ones unless all)
-//	GET  /v1/incidents/{id}             IncidentView
-//	POST /v1/incidents/{id}/release     {"how": "resume|terminate|kill"}
-//	GET  /v1/jobs                       []Job
-//	POST /v1/jobs                       JobRequest → Job (202)
-//	POST /v1/guard/pause|resume         GuardRequest (guard_api.go)
-//	POST /v1/restore/begin|end          RestoreBeginRequest (intent.go)
+// The control API, served on the unix socket; package control lists the
+// routes and owns their types. Every answer is JSON; an error is
+// {"error": "..."} with a 4xx/5xx status.
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", a.handleStatus)
@@ -36,17 +29,6 @@ func (a *Agent) apiHandler() http.Handler {
 	a.guardRoutes(mux)
 	a.restoreRoutes(mux) // intent.go
 	return mux
-}
-
-// IncidentView is an incident with its steps.
-type IncidentView struct {
-	Incident journal.Incident `json:"incident"`
-	Steps    []journal.Step   `json:"steps"`
-}
-
-// ReleaseRequest is the body of POST /v1/incidents/{id}/release.
-type ReleaseRequest struct {
-	How incident.Policy `json:"how"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -72,7 +54,7 @@ func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 // Status is the daemon's view: the stores it watches with the last holder
 // scan, and their incidents and replay jobs from the journal.
-func (a *Agent) Status(r *http.Request) (Status, error) {
+func (a *Agent) Status(r *http.Request) (control.Status, error) {
 	ctx := r.Context()
 	a.mu.Lock()
 	stores := make([]store.Store, 0, len(a.workers))
@@ -82,8 +64,8 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 	problems := a.problems
 	a.mu.Unlock()
 	sort.Slice(stores, func(i, j int) bool { return stores[i].Path < stores[j].Path })
-	st := BuildStatus(stores, problems, a.cache.Last())
-	st.Daemon = DaemonStatus{Running: true, PID: os.Getpid(), StartedAt: a.started.UTC(), StateDir: a.opts.StateDir, Socket: a.SocketPath()}
+	st := control.BuildStatus(stores, problems, a.cache.Last())
+	st.Daemon = control.DaemonStatus{Running: true, PID: os.Getpid(), StartedAt: a.started.UTC(), StateDir: a.opts.StateDir, Socket: a.SocketPath()}
 	incs, err := a.journal.ListIncidents(ctx, journal.ListOptions{OpenOnly: true})
 	if err != nil {
 		return st, err
@@ -109,7 +91,7 @@ func (a *Agent) Status(r *http.Request) (Status, error) {
 		ss.Guard = a.guardStatus(ss.Key)
 		for _, inc := range incs {
 			if inc.Store == ss.Key {
-				ss.Incidents = append(ss.Incidents, IncidentSummary{ID: inc.ID, Kind: inc.Kind, State: inc.State,
+				ss.Incidents = append(ss.Incidents, control.IncidentSummary{ID: inc.ID, Kind: inc.Kind, State: inc.State,
 					Policy: inc.Policy, OpenedAt: inc.OpenedAt, Capture: inc.Detail.CapturePath, Error: inc.Detail.Error})
 			}
 		}
@@ -150,12 +132,12 @@ func (a *Agent) handleIncident(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, IncidentView{Incident: inc, Steps: steps})
+	writeJSON(w, http.StatusOK, control.IncidentView{Incident: inc, Steps: steps})
 }
 
 func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var req ReleaseRequest
+	var req control.ReleaseRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode release request: %w", err))
 		return

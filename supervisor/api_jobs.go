@@ -7,20 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 )
 
-// JobRequest is the body of POST /v1/jobs: an operator's replay of a
-// diverted JSONL (Hermes' own or ours) into a watched store.
-type JobRequest struct {
-	Path      string `json:"path"`                 // absolute JSONL path
-	Store     string `json:"store"`                // absolute state.db path of a watched store
-	SessionID string `json:"session_id,omitempty"` // "" for the file's stem
-}
-
 func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
-	var req JobRequest
+	var req control.JobRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode job request: %w", err))
 		return

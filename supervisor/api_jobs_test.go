@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 )
@@ -40,11 +41,11 @@ func TestEnqueueReplayOverSocket(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&j)
 		return resp.StatusCode, j
 	}
-	if code, _ := post(JobRequest{Path: jsonl, Store: "/not/watched/state.db"}); code != http.StatusNotFound {
+	if code, _ := post(control.JobRequest{Path: jsonl, Store: "/not/watched/state.db"}); code != http.StatusNotFound {
 		t.Fatalf("unwatched store: HTTP %d, want 404", code)
 	}
 	for range 2 { // the second run must find both rows present
-		code, job := post(JobRequest{Path: jsonl, Store: db})
+		code, job := post(control.JobRequest{Path: jsonl, Store: db})
 		if code != http.StatusAccepted {
 			t.Fatalf("enqueue: HTTP %d", code)
 		}

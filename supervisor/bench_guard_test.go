@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -25,13 +26,13 @@ func BenchmarkGuardWriterThroughput(b *testing.B) {
 	home, db := testHome(b)
 	a := startAgent(b, home, func(o *Options) { o.Guard = true; o.Logger = discardLogger() })
 	hermestest.StartWriter(b, hermestest.WriterOptions{DB: db, Session: "hold", Count: 1, Linger: true})
-	waitGuard(b, a, db, GuardArmed, 10*time.Second)
+	waitGuard(b, a, db, control.GuardArmed, 10*time.Second)
 	run := func(session string, armed bool) float64 {
 		if armed {
-			if _, st, err := a.ResumeGuard(ctx, db); err != nil || st.State != GuardArmed {
+			if _, st, err := a.ResumeGuard(ctx, db); err != nil || st.State != control.GuardArmed {
 				b.Fatalf("resume: %+v %v", st, err)
 			}
-		} else if _, st, err := a.PauseGuard(ctx, db, time.Hour, "benchmark"); err != nil || st.State != GuardPaused {
+		} else if _, st, err := a.PauseGuard(ctx, db, time.Hour, "benchmark"); err != nil || st.State != control.GuardPaused {
 			b.Fatalf("pause: %+v %v", st, err)
 		}
 		w := hermestest.StartWriter(b, hermestest.WriterOptions{DB: db, Session: session, Count: messages})
@@ -40,7 +41,7 @@ func BenchmarkGuardWriterThroughput(b *testing.B) {
 		if len(acks) != messages {
 			b.Fatalf("%d acks, want %d", len(acks), messages)
 		}
-		if st := a.guardStatus(db); (st.State == GuardArmed) != armed {
+		if st := a.guardStatus(db); (st.State == control.GuardArmed) != armed {
 			b.Fatalf("guard %+v after the run, want armed=%v", st, armed)
 		}
 		return float64(len(acks)-1) / (acks[len(acks)-1].Timestamp - acks[0].Timestamp)

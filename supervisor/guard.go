@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
@@ -27,14 +28,6 @@ import (
 // one step (snapshotMain's read transaction, the stall check), never
 // across guardSync or guardTick, which run between steps.
 
-// Guard states, as status reports them.
-const (
-	GuardArmed       = "armed"
-	GuardPaused      = "paused"
-	GuardOff         = "off"
-	GuardUnavailable = "unavailable"
-)
-
 // workerGuard is one store's guard. g, pause and the bookkeeping belong to
 // the worker goroutine; mu guards status, which the control API reads.
 type workerGuard struct {
@@ -48,7 +41,7 @@ type workerGuard struct {
 	claimedWAL fileid.ID
 
 	mu     sync.Mutex
-	status GuardStatus
+	status control.GuardStatus
 	set    bool
 }
 
@@ -78,14 +71,14 @@ func (w *worker) guardSync(gen store.Generation) {
 	gd := &w.guard
 	if on, why := w.a.guardWanted(w.st); !on {
 		w.guardRelease("guard off")
-		w.guardSet(GuardStatus{State: GuardOff, Reason: why})
+		w.guardSet(control.GuardStatus{State: control.GuardOff, Reason: why})
 		return
 	}
 	w.guardLoad()
 	if p := gd.pause; p != nil {
 		if p.Active(time.Now()) {
 			w.guardRelease("paused")
-			w.guardSet(GuardStatus{State: GuardPaused, Until: p.Until, Reason: p.Reason})
+			w.guardSet(control.GuardStatus{State: control.GuardPaused, Until: p.Until, Reason: p.Reason})
 			return
 		}
 		gd.pause = nil
@@ -110,7 +103,7 @@ func (w *worker) guardClose() {
 		why = "agent stopping"
 	}
 	w.guardRelease(why)
-	w.guardSet(GuardStatus{State: GuardOff, Reason: why})
+	w.guardSet(control.GuardStatus{State: control.GuardOff, Reason: why})
 }
 
 // errNotWAL marks a main file the guard must not lock.
@@ -138,7 +131,7 @@ func (w *worker) guardArm(gen store.Generation) {
 	want := guardFiles(gen)
 	old := gd.g
 	if old != nil && old.IDs() == want && gen.Main.Exists && gen.SHM.Exists {
-		w.guardSet(GuardStatus{State: GuardArmed})
+		w.guardSet(control.GuardStatus{State: control.GuardArmed})
 		return
 	}
 	// While the main file is unchanged, the old guard's main lock still
@@ -193,18 +186,18 @@ func (w *worker) guardArm(gen store.Generation) {
 	if old != nil {
 		w.guardCloseOne(old, "generation changed")
 	}
-	w.guardSet(GuardStatus{State: GuardArmed})
+	w.guardSet(control.GuardStatus{State: control.GuardArmed})
 }
 
 // guardUnavailable reports why the live generation is not guarded. With
 // keep, the old guard's main lock is kept and status says so.
 func (w *worker) guardUnavailable(keep bool, why string) {
 	if keep && w.guard.g != nil {
-		w.guardSet(GuardStatus{State: GuardArmed, Reason: "main file only; -shm: " + why})
+		w.guardSet(control.GuardStatus{State: control.GuardArmed, Reason: "main file only; -shm: " + why})
 		return
 	}
 	w.guardRelease(why)
-	w.guardSet(GuardStatus{State: GuardUnavailable, Reason: why})
+	w.guardSet(control.GuardStatus{State: control.GuardUnavailable, Reason: why})
 }
 
 // guardRelease closes the guard's fds, on the worker only (see the top of
@@ -226,7 +219,7 @@ func (w *worker) guardCloseOne(g *holders.Guard, why string) {
 
 // guardSet publishes the guard's state and, on a change, the agent-wide
 // count of armed stores.
-func (w *worker) guardSet(s GuardStatus) {
+func (w *worker) guardSet(s control.GuardStatus) {
 	gd := &w.guard
 	gd.mu.Lock()
 	changed := !gd.set || gd.status != s
@@ -269,7 +262,7 @@ func (a *Agent) countArmed() {
 	a.mu.Unlock()
 	n := 0
 	for _, w := range ws {
-		if s := w.guardState(); s != nil && s.State == GuardArmed {
+		if s := w.guardState(); s != nil && s.State == control.GuardArmed {
 			n++
 		}
 	}
@@ -278,7 +271,7 @@ func (a *Agent) countArmed() {
 
 // guardState is the store's guard as status shows it; nil before the
 // worker's first check.
-func (w *worker) guardState() *GuardStatus {
+func (w *worker) guardState() *control.GuardStatus {
 	gd := &w.guard
 	gd.mu.Lock()
 	defer gd.mu.Unlock()
@@ -290,7 +283,7 @@ func (w *worker) guardState() *GuardStatus {
 }
 
 // guardStatus is the Status hook: the guard of the store with key.
-func (a *Agent) guardStatus(key string) *GuardStatus {
+func (a *Agent) guardStatus(key string) *control.GuardStatus {
 	if w := a.worker(key); w != nil {
 		return w.guardState()
 	}
@@ -300,7 +293,7 @@ func (a *Agent) guardStatus(key string) *GuardStatus {
 // PauseGuard journals a maintenance pause of the store's guard until now+d
 // and releases its locks. The pause ends by itself; ResumeGuard ends it
 // early.
-func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, reason string) (journal.GuardPause, *GuardStatus, error) {
+func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, reason string) (journal.GuardPause, *control.GuardStatus, error) {
 	w := a.worker(key)
 	if w == nil {
 		return journal.GuardPause{}, nil, fmt.Errorf("pause guard: store %s is not watched", key)
@@ -323,7 +316,7 @@ func (a *Agent) PauseGuard(ctx context.Context, key string, d time.Duration, rea
 
 // ResumeGuard ends the store's pause and arms its guard at once; resumed
 // is false when no pause was in force.
-func (a *Agent) ResumeGuard(ctx context.Context, key string) (resumed bool, _ *GuardStatus, _ error) {
+func (a *Agent) ResumeGuard(ctx context.Context, key string) (resumed bool, _ *control.GuardStatus, _ error) {
 	w := a.worker(key)
 	if w == nil {
 		return false, nil, fmt.Errorf("resume guard: store %s is not watched", key)

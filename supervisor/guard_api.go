@@ -9,38 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/control"
 )
-
-// Maintenance pauses: default and longest. A pause longer than a day is
-// more likely forgotten than needed; pausing again extends it.
-const (
-	DefaultGuardPause = 15 * time.Minute
-	MaxGuardPause     = 24 * time.Hour
-)
-
-// GuardRequest is the body of POST /v1/guard/pause and /v1/guard/resume.
-// It names the store by path, or by profile (and home when several homes
-// have that profile).
-type GuardRequest struct {
-	Store   string `json:"store,omitempty"`
-	Profile string `json:"profile,omitempty"`
-	Home    string `json:"home,omitempty"`
-	// For is how long a pause lasts, as a Go duration ("15m"); default
-	// DefaultGuardPause.
-	For    string `json:"for,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// GuardAnswer is the answer to a guard request.
-type GuardAnswer struct {
-	Store   string              `json:"store"`
-	Profile string              `json:"profile,omitempty"`
-	Guard   *GuardStatus        `json:"guard,omitempty"`
-	Pause   *journal.GuardPause `json:"pause,omitempty"`
-	// Resumed is false when a resume found no pause in force.
-	Resumed bool `json:"resumed,omitempty"`
-}
 
 // guardRoutes registers the guard's control routes:
 //
@@ -56,11 +26,11 @@ func (a *Agent) handleGuardPause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := DefaultGuardPause
+	d := control.DefaultGuardPause
 	if req.For != "" {
 		var err error
-		if d, err = time.ParseDuration(req.For); err != nil || d <= 0 || d > MaxGuardPause {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("pause for %q: want a duration above 0 and at most %s (e.g. 15m)", req.For, MaxGuardPause))
+		if d, err = time.ParseDuration(req.For); err != nil || d <= 0 || d > control.MaxGuardPause {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("pause for %q: want a duration above 0 and at most %s (e.g. 15m)", req.For, control.MaxGuardPause))
 			return
 		}
 	}
@@ -69,7 +39,7 @@ func (a *Agent) handleGuardPause(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, GuardAnswer{Store: key, Profile: profile, Guard: st, Pause: &p})
+	writeJSON(w, http.StatusOK, control.GuardAnswer{Store: key, Profile: profile, Guard: st, Pause: &p})
 }
 
 func (a *Agent) handleGuardResume(w http.ResponseWriter, r *http.Request) {
@@ -82,12 +52,12 @@ func (a *Agent) handleGuardResume(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, GuardAnswer{Store: key, Profile: profile, Guard: st, Resumed: resumed})
+	writeJSON(w, http.StatusOK, control.GuardAnswer{Store: key, Profile: profile, Guard: st, Resumed: resumed})
 }
 
 // guardRequest decodes a request and resolves its store among the stores
 // the agent watches.
-func (a *Agent) guardRequest(w http.ResponseWriter, r *http.Request) (req GuardRequest, key, profile string, ok bool) {
+func (a *Agent) guardRequest(w http.ResponseWriter, r *http.Request) (req control.GuardRequest, key, profile string, ok bool) {
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode guard request: %w", err))
 		return req, "", "", false

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
@@ -22,9 +23,9 @@ import (
 func guardOn(o *Options) { o.Guard = true }
 
 // waitGuard waits until the store's guard reports state.
-func waitGuard(t testing.TB, a *Agent, db, state string, d time.Duration) *GuardStatus {
+func waitGuard(t testing.TB, a *Agent, db, state string, d time.Duration) *control.GuardStatus {
 	t.Helper()
-	var st *GuardStatus
+	var st *control.GuardStatus
 	hermestest.Eventually(t, "guard "+state, d, func() bool {
 		st = a.guardStatus(db)
 		return st != nil && st.State == state
@@ -137,7 +138,7 @@ func containsFD(fds []uintptr, fd uintptr) bool {
 }
 
 // postGuard sends a guard request over the agent's control socket.
-func postGuard(t testing.TB, a *Agent, verb string, req GuardRequest) (GuardAnswer, int) {
+func postGuard(t testing.TB, a *Agent, verb string, req control.GuardRequest) (control.GuardAnswer, int) {
 	t.Helper()
 	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
@@ -148,7 +149,7 @@ func postGuard(t testing.TB, a *Agent, verb string, req GuardRequest) (GuardAnsw
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var ans GuardAnswer
+	var ans control.GuardAnswer
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
 			t.Fatal(err)

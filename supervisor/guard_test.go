@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
@@ -39,12 +40,12 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 			home, db := testHome(t)
 			a := startAgent(t, home, guardOn)
 			w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300, CancelLocksEvery: 3})
-			waitGuard(t, a, db, GuardArmed, 10*time.Second)
+			waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 			if paused {
 				if _, _, err := a.PauseGuard(context.Background(), db, time.Minute, "test"); err != nil {
 					t.Fatal(err)
 				}
-				if st := a.guardStatus(db); st.State != GuardPaused {
+				if st := a.guardStatus(db); st.State != control.GuardPaused {
 					t.Fatalf("guard %+v after pause, want paused", st)
 				}
 				if l := ofdLocks(t, fileID(t, db)); len(l) != 0 {
@@ -75,7 +76,7 @@ func TestGuardKeepsWALAgainstWrongLastCloser(t *testing.T) {
 				if incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
 					t.Fatalf("incidents with the guard armed: %+v %v", incs, err)
 				}
-				if st := a.guardStatus(db); st.State != GuardArmed {
+				if st := a.guardStatus(db); st.State != control.GuardArmed {
 					t.Fatalf("guard %+v at the end, want armed", st)
 				}
 				if err := w.Stop(10 * time.Second); err != nil {
@@ -110,7 +111,7 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, func(o *Options) { o.Guard, o.DisableNotify = true, true })
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 5, Linger: true})
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	oldMain, oldSHM := fileID(t, db), fileID(t, db+"-shm")
 	waitGuarded(t, oldMain, oldSHM)
 	// Our own fds keep the old inodes from being reused, so a lock on a
@@ -130,7 +131,7 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	newMain := fileID(t, db)
 	hermestest.Eventually(t, "the old generation released", 5*time.Second, func() bool {
 		st := a.guardStatus(db)
-		return st.State == GuardUnavailable && len(ofdLocks(t, oldMain)) == 0
+		return st.State == control.GuardUnavailable && len(ofdLocks(t, oldMain)) == 0
 	})
 	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 5, Linger: true})
 	newSHM := fileID(t, db+"-shm")
@@ -139,7 +140,7 @@ func TestGuardRearmsAfterRenameOver(t *testing.T) {
 	}
 	deadline := 2*500*time.Millisecond + 2*time.Second // two reconciles, plus slack for -race
 	hermestest.Eventually(t, "the new generation armed", deadline, func() bool { return guarded(t, newMain, newSHM) })
-	if st := a.guardStatus(db); st.State != GuardArmed || st.Reason != "" {
+	if st := a.guardStatus(db); st.State != control.GuardArmed || st.Reason != "" {
 		t.Fatalf("guard %+v, want armed", st)
 	}
 	for _, id := range []fileid.ID{oldMain, oldSHM} {
@@ -177,13 +178,13 @@ func TestGuardPauseExpires(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, guardOn)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 100, Linger: true})
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	main, shm := fileID(t, db), fileID(t, db+"-shm")
 	p, st, err := a.PauseGuard(context.Background(), db, 1500*time.Millisecond, "vacuum")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != GuardPaused || !st.Until.Equal(p.Until) || st.Reason != "vacuum" {
+	if st.State != control.GuardPaused || !st.Until.Equal(p.Until) || st.Reason != "vacuum" {
 		t.Fatalf("guard %+v after pause %+v", st, p)
 	}
 	if l := ofdLocks(t, main); len(l) != 0 {
@@ -193,7 +194,7 @@ func TestGuardPauseExpires(t *testing.T) {
 	if err != nil || len(ps) != 1 || ps[0].Store != db {
 		t.Fatalf("journaled pauses %+v %v", ps, err)
 	}
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	if time.Now().Before(p.Until) {
 		t.Fatalf("re-armed before the pause ran out (%v)", p.Until)
 	}
@@ -208,21 +209,21 @@ func TestGuardPauseAPIAndRestart(t *testing.T) {
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 3, Linger: true})
 	var opts Options
 	a := startAgent(t, home, func(o *Options) { o.Guard = true; opts = *o })
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 
-	if _, code := postGuard(t, a, "pause", GuardRequest{Profile: "nope"}); code != http.StatusNotFound {
+	if _, code := postGuard(t, a, "pause", control.GuardRequest{Profile: "nope"}); code != http.StatusNotFound {
 		t.Fatalf("unknown profile: HTTP %d, want 404", code)
 	}
-	if _, code := postGuard(t, a, "pause", GuardRequest{Profile: "default", For: "-1m"}); code != http.StatusBadRequest {
+	if _, code := postGuard(t, a, "pause", control.GuardRequest{Profile: "default", For: "-1m"}); code != http.StatusBadRequest {
 		t.Fatalf("negative pause: HTTP %d, want 400", code)
 	}
-	ans, code := postGuard(t, a, "pause", GuardRequest{Profile: "default", Home: home, For: "10m", Reason: "journal_mode switch"})
-	if code != http.StatusOK || ans.Store != db || ans.Guard == nil || ans.Guard.State != GuardPaused || ans.Pause == nil {
+	ans, code := postGuard(t, a, "pause", control.GuardRequest{Profile: "default", Home: home, For: "10m", Reason: "journal_mode switch"})
+	if code != http.StatusOK || ans.Store != db || ans.Guard == nil || ans.Guard.State != control.GuardPaused || ans.Pause == nil {
 		t.Fatalf("pause: HTTP %d %+v", code, ans)
 	}
 	r, _ := http.NewRequest("GET", "/v1/status", nil)
 	st, err := a.Status(r)
-	if err != nil || len(st.Stores) != 1 || st.Stores[0].Guard == nil || st.Stores[0].Guard.State != GuardPaused {
+	if err != nil || len(st.Stores) != 1 || st.Stores[0].Guard == nil || st.Stores[0].Guard.State != control.GuardPaused {
 		t.Fatalf("status %+v %v", st.Stores, err)
 	}
 
@@ -237,15 +238,15 @@ func TestGuardPauseAPIAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a2.Close(context.Background())
-	g := waitGuard(t, a2, db, GuardPaused, 10*time.Second)
+	g := waitGuard(t, a2, db, control.GuardPaused, 10*time.Second)
 	if g.Reason != "journal_mode switch" || g.Until.Before(time.Now().Add(9*time.Minute)) {
 		t.Fatalf("pause after restart %+v", g)
 	}
 	if l := ofdLocks(t, fileID(t, db)); len(l) != 0 {
 		t.Fatalf("paused after restart, but locked: %+v", l)
 	}
-	ans, code = postGuard(t, a2, "resume", GuardRequest{Store: db})
-	if code != http.StatusOK || !ans.Resumed || ans.Guard == nil || ans.Guard.State != GuardArmed {
+	ans, code = postGuard(t, a2, "resume", control.GuardRequest{Store: db})
+	if code != http.StatusOK || !ans.Resumed || ans.Guard == nil || ans.Guard.State != control.GuardArmed {
 		t.Fatalf("resume: HTTP %d %+v", code, ans)
 	}
 	waitGuarded(t, fileID(t, db), fileID(t, db+"-shm"))
@@ -282,13 +283,13 @@ func TestGuardConfig(t *testing.T) {
 		wants map[string]string
 	}{
 		{"defaults", func(o *Options) { o.Guard = true },
-			map[string]string{db: GuardArmed, generic: GuardOff, rollback: GuardOff}},
+			map[string]string{db: control.GuardArmed, generic: control.GuardOff, rollback: control.GuardOff}},
 		{"guard = false", func(o *Options) { o.Guard = false },
-			map[string]string{db: GuardOff, generic: GuardOff, rollback: GuardOff}},
+			map[string]string{db: control.GuardOff, generic: control.GuardOff, rollback: control.GuardOff}},
 		{"per store", func(o *Options) {
 			o.Guard = true
 			o.StoreGuard = map[string]bool{db: false, generic: true, rollback: true}
-		}, map[string]string{db: GuardOff, generic: GuardArmed, rollback: GuardUnavailable}},
+		}, map[string]string{db: control.GuardOff, generic: control.GuardArmed, rollback: control.GuardUnavailable}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := startAgent(t, home, func(o *Options) {
@@ -297,10 +298,10 @@ func TestGuardConfig(t *testing.T) {
 			})
 			for path, want := range c.wants {
 				st := waitGuard(t, a, path, want, 10*time.Second)
-				if want == GuardUnavailable && !strings.Contains(st.Reason, "WAL") {
+				if want == control.GuardUnavailable && !strings.Contains(st.Reason, "WAL") {
 					t.Errorf("%s: reason %q, want it to name WAL mode", path, st.Reason)
 				}
-				if want != GuardArmed {
+				if want != control.GuardArmed {
 					if l := ofdLocks(t, fileID(t, path)); len(l) != 0 {
 						t.Errorf("%s: guard %s but locked %+v", path, want, l)
 					}
@@ -348,7 +349,7 @@ func TestGuardAcrossIncidents(t *testing.T) {
 			a := startAgent(t, home, guardOn)
 			w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s1", Rate: 300, CheckpointEvery: -1})
 			waitHolder(t, a, db, w1.Pid)
-			waitGuard(t, a, db, GuardArmed, 10*time.Second)
+			waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 			oldMain, oldSHM := fileID(t, db), fileID(t, db+"-shm")
 			keep := holdInodes(t, db, db+"-shm")
 
@@ -407,7 +408,7 @@ func TestGuardRetriesRefusedLock(t *testing.T) {
 	}
 
 	a := startAgent(t, home, guardOn)
-	st := waitGuard(t, a, db, GuardUnavailable, 10*time.Second)
+	st := waitGuard(t, a, db, control.GuardUnavailable, 10*time.Second)
 	if st.Reason != "lock refused" {
 		t.Fatalf("guard %+v, want unavailable: lock refused", st)
 	}
@@ -415,7 +416,7 @@ func TestGuardRetriesRefusedLock(t *testing.T) {
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		t.Fatal(err)
 	}
-	waitGuard(t, a, db, GuardArmed, 5*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 5*time.Second)
 	waitGuarded(t, fileID(t, db), fileID(t, db+"-shm"))
 }
 

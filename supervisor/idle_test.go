@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
@@ -57,7 +58,7 @@ func TestIdleStoreCheckpointedAfterWriterExits(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, guardOn)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 40, Rate: 200, CheckpointEvery: -1})
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	waitExit(t, w, 20*time.Second)
 	acks := w.Acks(t)
 	if len(acks) != 40 {
@@ -102,7 +103,7 @@ func TestUnlinkedIdleWALIsAnIncident(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, time.Hour })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 60, Rate: 300, CheckpointEvery: -1})
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	waitExit(t, w, 20*time.Second)
 	acks := w.Acks(t)
 	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) == 0 {
@@ -133,7 +134,7 @@ func TestUnlinkRacesIdleCheckpoint(t *testing.T) {
 	incidents := 0
 	for i := range 8 {
 		w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: fmt.Sprintf("race%d", i), Count: 30, Rate: 500, CheckpointEvery: -1})
-		waitGuard(t, a, db, GuardArmed, 10*time.Second)
+		waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 		waitExit(t, w, 20*time.Second)
 		time.Sleep(time.Duration(i) * 60 * time.Millisecond) // spread the unlink across the reconcile period
 		removeSidecars(t, db)
@@ -168,7 +169,7 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 	waitExit(t, w, 20*time.Second)
 	dbRows(t, db) // leaves -wal and -shm for the guard
 	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, 300*time.Millisecond })
-	waitGuard(t, a, db, GuardArmed, 10*time.Second)
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 	for i := range 6 {
 		sess := fmt.Sprintf("replayed%d", i)
 		jsonl := filepath.Join(t.TempDir(), sess+".jsonl")
@@ -278,7 +279,7 @@ func TestClaimedWALIsNotALostWAL(t *testing.T) {
 			a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, time.Hour })
 			w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300, CheckpointEvery: -1})
 			waitHolder(t, a, db, w.Pid)
-			waitGuard(t, a, db, GuardArmed, 10*time.Second)
+			waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
 			wal := fileID(t, db+"-wal")
 			wk := a.worker(db)
 			if err := wk.do(context.Background(), func() {

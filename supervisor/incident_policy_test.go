@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
@@ -132,7 +133,7 @@ func TestResumeNeverSignalsARecycledPid(t *testing.T) {
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 
 	stateDir := t.TempDir() + "/state"
-	if err := PrepareStateDir(stateDir); err != nil {
+	if err := control.PrepareStateDir(stateDir); err != nil {
 		t.Fatal(err)
 	}
 	j, err := journal.Open(context.Background(), stateDir+"/"+journal.FileName, nil)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 )
 
@@ -30,54 +31,22 @@ const (
 	EventRestoreEnd   = "restore.end"
 )
 
-// Restore windows: how long one lasts unless ended, at most, and how long
-// it stays open after its end. The worker classifies a change once the
-// directory has been quiet for a moment (settle), which is often after
-// the restore has already said it is done; the last change is still the
-// restore's.
-const (
-	DefaultRestoreWindow = 10 * time.Minute
-	MaxRestoreWindow     = time.Hour
-	restoreEndGrace      = 2 * time.Second
-)
-
-// RestoreBeginRequest is the body of POST /v1/restore/begin.
-type RestoreBeginRequest struct {
-	Store string `json:"store"` // the store's main file, as the daemon watches it
-	PID   int    `json:"pid"`   // the restoring process
-	// Window is how long the restore may take, in seconds (default 600,
-	// at most 3600); the intent lapses after it even without an end.
-	Window int    `json:"window_seconds,omitempty"`
-	Mode   string `json:"mode,omitempty"` // online or publish, for the log
-	Backup string `json:"backup,omitempty"`
-}
-
-// RestoreIntent is the daemon's answer to a begin.
-type RestoreIntent struct {
-	Store     string    `json:"store"`
-	PID       int       `json:"pid"`
-	Until     time.Time `json:"until"`
-	DaemonPID int       `json:"daemon_pid"`
-	Ended     bool      `json:"ended,omitempty"`
-}
-
-// RestoreEndRequest is the body of POST /v1/restore/end.
-type RestoreEndRequest struct {
-	Store  string `json:"store"`
-	PID    int    `json:"pid"`
-	Result string `json:"result"` // "done", or what failed or was refused
-}
+// restoreEndGrace is how long a window stays open after its end: the
+// worker classifies a change once the directory has been quiet for a
+// moment (settle), often after the restore said it is done; the last
+// change is still the restore's.
+const restoreEndGrace = 2 * time.Second
 
 // restoreWindows are an agent's open restore windows, per store; entries
 // go when a window ends or lapses.
 type restoreWindows struct {
 	mu sync.Mutex
-	m  map[string]RestoreIntent
+	m  map[string]control.RestoreIntent
 }
 
 // open returns the store's open window, dropping a lapsed one (and saying
 // so when nobody ended it).
-func (r *restoreWindows) open(store string, now time.Time, log *slog.Logger) (RestoreIntent, bool) {
+func (r *restoreWindows) open(store string, now time.Time, log *slog.Logger) (control.RestoreIntent, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	in, ok := r.m[store]
@@ -86,16 +55,16 @@ func (r *restoreWindows) open(store string, now time.Time, log *slog.Logger) (Re
 		if !in.Ended {
 			log.Warn("restore window lapsed without an end", "event", EventRestoreEnd, "store", store, "pid", in.PID, "result", "lapsed")
 		}
-		return RestoreIntent{}, false
+		return control.RestoreIntent{}, false
 	}
 	return in, ok
 }
 
-func (r *restoreWindows) put(in RestoreIntent) {
+func (r *restoreWindows) put(in control.RestoreIntent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[string]RestoreIntent{}
+		r.m = map[string]control.RestoreIntent{}
 	}
 	r.m[in.Store] = in
 }
@@ -124,7 +93,7 @@ func (r *restoreWindows) len() int {
 }
 
 // restoreIntent returns the store's open window, dropping a lapsed one.
-func (a *Agent) restoreIntent(store string, now time.Time) (RestoreIntent, bool) {
+func (a *Agent) restoreIntent(store string, now time.Time) (control.RestoreIntent, bool) {
 	return a.intents.open(store, now, a.log)
 }
 
@@ -153,7 +122,7 @@ func (a *Agent) restoreRoutes(mux *http.ServeMux) {
 }
 
 func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
-	var req RestoreBeginRequest
+	var req control.RestoreBeginRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeErr(rw, http.StatusBadRequest, fmt.Errorf("decode restore request: %w", err))
 		return
@@ -162,9 +131,9 @@ func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
 		writeErr(rw, http.StatusBadRequest, fmt.Errorf("restore request needs store and pid"))
 		return
 	}
-	window := DefaultRestoreWindow
+	window := control.DefaultRestoreWindow
 	if req.Window > 0 {
-		window = min(time.Duration(req.Window)*time.Second, MaxRestoreWindow)
+		window = min(time.Duration(req.Window)*time.Second, control.MaxRestoreWindow)
 	}
 	w := a.worker(req.Store)
 	if w == nil {
@@ -180,7 +149,7 @@ func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
 		writeErr(rw, http.StatusConflict, fmt.Errorf("store %s: a restore by pid %d is in progress until %s", req.Store, in.PID, in.Until.UTC().Format(time.RFC3339)))
 		return
 	}
-	in := RestoreIntent{Store: req.Store, PID: req.PID, Until: now.Add(window), DaemonPID: os.Getpid()}
+	in := control.RestoreIntent{Store: req.Store, PID: req.PID, Until: now.Add(window), DaemonPID: os.Getpid()}
 	a.intents.put(in)
 	a.log.Info("restore announced", "event", EventRestoreBegin, "store", req.Store, "pid", req.PID,
 		"mode", req.Mode, "backup", req.Backup, "until", in.Until.UTC())
@@ -188,7 +157,7 @@ func (a *Agent) handleRestoreBegin(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleRestoreEnd(rw http.ResponseWriter, r *http.Request) {
-	var req RestoreEndRequest
+	var req control.RestoreEndRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeErr(rw, http.StatusBadRequest, fmt.Errorf("decode restore end: %w", err))
 		return

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 )
 
@@ -39,15 +40,15 @@ func TestRestoreIntent(t *testing.T) {
 		t.Fatal("intended before any restore")
 	}
 
-	rec := postJSON(t, h, "/v1/restore/begin", RestoreBeginRequest{Store: db, PID: 4242, Mode: "online", Backup: "/b.db"})
+	rec := postJSON(t, h, "/v1/restore/begin", control.RestoreBeginRequest{Store: db, PID: 4242, Mode: "online", Backup: "/b.db"})
 	if rec.Code != http.StatusOK {
 		t.Fatalf("begin: %d %s", rec.Code, rec.Body)
 	}
-	var in RestoreIntent
+	var in control.RestoreIntent
 	if err := json.Unmarshal(rec.Body.Bytes(), &in); err != nil {
 		t.Fatal(err)
 	}
-	if in.PID != 4242 || in.DaemonPID != os.Getpid() || time.Until(in.Until) < DefaultRestoreWindow-time.Minute {
+	if in.PID != 4242 || in.DaemonPID != os.Getpid() || time.Until(in.Until) < control.DefaultRestoreWindow-time.Minute {
 		t.Fatalf("intent = %+v", in)
 	}
 	if !w.intended() || !w.restorer(holders.ProcRef{Pid: 4242}) || w.restorer(holders.ProcRef{Pid: 4243}) {
@@ -56,15 +57,15 @@ func TestRestoreIntent(t *testing.T) {
 	if !a.restoring(db) {
 		t.Fatal("restoring() false during the window")
 	}
-	if rec := postJSON(t, h, "/v1/restore/begin", RestoreBeginRequest{Store: db, PID: 4243}); rec.Code != http.StatusConflict ||
+	if rec := postJSON(t, h, "/v1/restore/begin", control.RestoreBeginRequest{Store: db, PID: 4243}); rec.Code != http.StatusConflict ||
 		!strings.Contains(rec.Body.String(), "pid 4242") {
 		t.Fatalf("second restorer: %d %s", rec.Code, rec.Body)
 	}
-	if rec := postJSON(t, h, "/v1/restore/end", RestoreEndRequest{Store: db, PID: 4243, Result: "done"}); rec.Code != http.StatusOK ||
+	if rec := postJSON(t, h, "/v1/restore/end", control.RestoreEndRequest{Store: db, PID: 4243, Result: "done"}); rec.Code != http.StatusOK ||
 		!strings.Contains(rec.Body.String(), `"ended": false`) || !w.intended() {
 		t.Fatalf("end by another pid closed the window: %d %s", rec.Code, rec.Body)
 	}
-	if rec := postJSON(t, h, "/v1/restore/end", RestoreEndRequest{Store: db, PID: 4242, Result: "done"}); rec.Code != http.StatusOK ||
+	if rec := postJSON(t, h, "/v1/restore/end", control.RestoreEndRequest{Store: db, PID: 4242, Result: "done"}); rec.Code != http.StatusOK ||
 		!strings.Contains(rec.Body.String(), `"ended": true`) {
 		t.Fatalf("end: %d %s", rec.Code, rec.Body)
 	}
@@ -80,7 +81,7 @@ func TestRestoreIntent(t *testing.T) {
 	}
 
 	// A window nobody ends lapses.
-	if rec := postJSON(t, h, "/v1/restore/begin", RestoreBeginRequest{Store: db, PID: 7, Window: 30}); rec.Code != http.StatusOK {
+	if rec := postJSON(t, h, "/v1/restore/begin", control.RestoreBeginRequest{Store: db, PID: 7, Window: 30}); rec.Code != http.StatusOK {
 		t.Fatalf("begin: %d %s", rec.Code, rec.Body)
 	}
 	if _, ok := a.restoreIntent(db, time.Now().Add(31*time.Second)); ok {
@@ -103,8 +104,8 @@ func TestRestoreIntentRefusals(t *testing.T) {
 		code int
 		want string
 	}{
-		{RestoreBeginRequest{Store: "/elsewhere/state.db", PID: 1}, http.StatusNotFound, "not watched"},
-		{RestoreBeginRequest{PID: 1}, http.StatusBadRequest, "needs store and pid"},
+		{control.RestoreBeginRequest{Store: "/elsewhere/state.db", PID: 1}, http.StatusNotFound, "not watched"},
+		{control.RestoreBeginRequest{PID: 1}, http.StatusBadRequest, "needs store and pid"},
 		{"not an object", http.StatusBadRequest, "decode"},
 	}
 	for _, tc := range cases {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/stateguard/stateguard/control"
 )
 
 // ErrAlreadyRunning is returned by AcquireLock when another process holds
@@ -28,7 +30,7 @@ type Lock struct {
 // error message. The lock lives as long as the process or until Release;
 // a crashed agent's lock is released by the kernel.
 func AcquireLock(stateDir string) (*Lock, error) {
-	path := filepath.Join(stateDir, LockFile)
+	path := filepath.Join(stateDir, control.LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w (is the state directory prepared and owned by this user?)", path, err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/control"
 )
 
 const lockHelperEnv = "STATEGUARD_TEST_LOCK_HELPER"
@@ -151,7 +153,7 @@ func TestAcquireLockRefusesSymlink(t *testing.T) {
 	if err := os.WriteFile(target, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(target, dir+"/"+LockFile); err != nil {
+	if err := os.Symlink(target, dir+"/"+control.LockFile); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := AcquireLock(dir); err == nil {

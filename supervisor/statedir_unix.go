@@ -4,20 +4,11 @@ package supervisor
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"syscall"
 )
 
 const oNoFollow = syscall.O_NOFOLLOW
-
-func fileOwner(fi fs.FileInfo) (int, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
-}
 
 // tryLock takes an exclusive flock on f without waiting. flock locks
 // belong to the open file description, so unlike POSIX record locks no

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/control"
 )
 
 // socketEnv overrides the default control socket path, for scripts that
@@ -32,11 +32,11 @@ func socketPath(flagValue string, getenv func(string) string) string {
 	if s := getenv(socketEnv); s != "" {
 		return s
 	}
-	dir := supervisor.DefaultRuntimeDir(getenv, os.Geteuid())
+	dir := control.DefaultRuntimeDir(getenv, os.Geteuid())
 	if dir == "" {
 		return ""
 	}
-	return filepath.Join(dir, supervisor.SocketFile)
+	return filepath.Join(dir, control.SocketFile)
 }
 
 // errDaemonNotRunning matches (errors.Is) every notRunningError.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 func TestSocketPath(t *testing.T) {
@@ -23,7 +23,7 @@ func TestSocketPath(t *testing.T) {
 		t.Errorf("$%s: %s", socketEnv, got)
 	}
 	delete(env, socketEnv)
-	want := filepath.Join(supervisor.DefaultRuntimeDir(get, os.Geteuid()), supervisor.SocketFile)
+	want := filepath.Join(control.DefaultRuntimeDir(get, os.Geteuid()), control.SocketFile)
 	if got := socketPath("", get); got != want {
 		t.Errorf("default: %s, want %s", got, want)
 	}

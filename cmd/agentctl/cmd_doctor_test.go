@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
@@ -42,7 +43,7 @@ func newDoctorFixture(t *testing.T) *doctorFixture {
 			t.Fatal(err)
 		}
 	}
-	if err := supervisor.PrepareStateDir(f.stateDir); err != nil {
+	if err := control.PrepareStateDir(f.stateDir); err != nil {
 		t.Fatal(err)
 	}
 	f.cfgPath = filepath.Join(base, "agent.toml")

@@ -8,7 +8,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/stateguard/stateguard/supervisor"
+	"github.com/stateguard/stateguard/control"
 )
 
 func guardUsage(w io.Writer, fs *flag.FlagSet) {
@@ -33,7 +33,7 @@ func runGuard(ctx context.Context, e *env, args []string) int {
 	profile := fs.String("profile", "", "Hermes profile whose store to pause or re-arm (\"default\" for <home>/state.db)")
 	home := fs.String("home", "", "Hermes home of the profile (needed when several watched homes have it)")
 	db := fs.String("db", "", "the store's path, for a store outside any profile")
-	pauseFor := fs.Duration("for", supervisor.DefaultGuardPause, "guard off: how long the pause lasts")
+	pauseFor := fs.Duration("for", control.DefaultGuardPause, "guard off: how long the pause lasts")
 	reason := fs.String("reason", "", "guard off: why, for status and the journal")
 	pos, code, ok := parseOrUsage(e, fs, args, 1, guardUsage)
 	if !ok {
@@ -52,10 +52,10 @@ func runGuard(ctx context.Context, e *env, args []string) int {
 		return usageErr("name the store with exactly one of --profile and --db")
 	case *db != "" && *home != "":
 		return usageErr("--home goes with --profile, not --db")
-	case verb == "off" && (*pauseFor <= 0 || *pauseFor > supervisor.MaxGuardPause):
-		return usageErr(fmt.Sprintf("--for %s: want a duration above 0 and at most %s", *pauseFor, supervisor.MaxGuardPause))
+	case verb == "off" && (*pauseFor <= 0 || *pauseFor > control.MaxGuardPause):
+		return usageErr(fmt.Sprintf("--for %s: want a duration above 0 and at most %s", *pauseFor, control.MaxGuardPause))
 	}
-	req := supervisor.GuardRequest{Profile: *profile, Reason: *reason}
+	req := control.GuardRequest{Profile: *profile, Reason: *reason}
 	var err error
 	if *db != "" {
 		if req.Store, err = filepath.Abs(*db); err != nil {
@@ -72,7 +72,7 @@ func runGuard(ctx context.Context, e *env, args []string) int {
 		path = "/v1/guard/pause"
 		req.For = pauseFor.String()
 	}
-	var ans supervisor.GuardAnswer
+	var ans control.GuardAnswer
 	err = newClient(socketPath(*socket, e.getenv)).post(ctx, path, req, &ans)
 	if errors.Is(err, errDaemonNotRunning) {
 		fmt.Fprintf(e.stderr, "agentctl guard %s: %v; without agentd no guard is held, so there is nothing to pause or re-arm\n", verb, err)
@@ -89,7 +89,7 @@ func runGuard(ctx context.Context, e *env, args []string) int {
 	state := "unknown"
 	if ans.Guard != nil {
 		state = ans.Guard.State
-		if ans.Guard.Reason != "" && state != supervisor.GuardPaused {
+		if ans.Guard.Reason != "" && state != control.GuardPaused {
 			state += " (" + ans.Guard.Reason + ")"
 		}
 	}
@@ -101,7 +101,7 @@ func runGuard(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "guard of %s paused until %s; journal_mode changes and maintenance that must be the store's only holder can run now.\n",
 			name, stamp(ans.Pause.Until))
 		fmt.Fprintf(e.stdout, "It re-arms by itself then, or now with: agentctl guard on %s\n", guardTarget(*profile, *home, *db))
-		if ans.Guard != nil && ans.Guard.State != supervisor.GuardPaused {
+		if ans.Guard != nil && ans.Guard.State != control.GuardPaused {
 			fmt.Fprintf(e.stdout, "Note: the guard is %s, so the pause changes nothing until it is armed.\n", state)
 		}
 		return exitOK

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/supervisor"
 )
@@ -42,12 +43,12 @@ func TestGuardOffOn(t *testing.T) {
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 3, Linger: true})
 	a, _, _ := startAgent(t, home, func(o *supervisor.Options) { o.Guard = true })
 	vars := map[string]string{socketEnv: a.SocketPath()}
-	guardOf := func() *supervisor.GuardStatus {
+	guardOf := func() *control.GuardStatus {
 		return storeOf(t, decodeStatus(t, ctl(t, vars, "status", "--json")), db).Guard
 	}
 	hermestest.Eventually(t, "the guard armed", 10*time.Second, func() bool {
 		g := guardOf()
-		return g != nil && g.State == supervisor.GuardArmed
+		return g != nil && g.State == control.GuardArmed
 	})
 
 	r := ctl(t, vars, "guard", "off", "--profile", "default", "--home", home, "--for", "20m", "--reason", "vacuum into")
@@ -55,7 +56,7 @@ func TestGuardOffOn(t *testing.T) {
 		t.Fatalf("guard off: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	g := guardOf()
-	if g == nil || g.State != supervisor.GuardPaused || g.Reason != "vacuum into" || time.Until(g.Until) < 19*time.Minute {
+	if g == nil || g.State != control.GuardPaused || g.Reason != "vacuum into" || time.Until(g.Until) < 19*time.Minute {
 		t.Fatalf("status guard after off: %+v", g)
 	}
 	if r := ctl(t, vars, "status", "--home", home); !strings.Contains(r.stdout, "paused until") {
@@ -66,7 +67,7 @@ func TestGuardOffOn(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "re-armed: armed") {
 		t.Fatalf("guard on: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if g := guardOf(); g == nil || g.State != supervisor.GuardArmed {
+	if g := guardOf(); g == nil || g.State != control.GuardArmed {
 		t.Fatalf("status guard after on: %+v", g)
 	}
 	if r := ctl(t, vars, "guard", "on", "--profile", "default"); r.code != exitOK || !strings.Contains(r.stdout, "was not paused") {

@@ -8,8 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // holdersJSON is `agentctl holders --json`, version 1.1 (fields are only
@@ -37,11 +37,11 @@ import (
 //	             "rule_note": "..."}],               // optional
 //	 "daemon": {"running": false, ...}}      // as in agentctl status --json
 type holdersJSON struct {
-	Version      int                     `json:"version"`
-	VersionMinor int                     `json:"version_minor"`
-	Holders      []holderLine            `json:"holders"`
-	Stores       []holdersStore          `json:"stores"`
-	Daemon       supervisor.DaemonStatus `json:"daemon"`
+	Version      int                  `json:"version"`
+	VersionMinor int                  `json:"version_minor"`
+	Holders      []holderLine         `json:"holders"`
+	Stores       []holdersStore       `json:"stores"`
+	Daemon       control.DaemonStatus `json:"daemon"`
 }
 
 type holderLine struct {
@@ -173,8 +173,8 @@ func fileLine(f holders.Held) string {
 	return fmt.Sprintf("%s %s fd=%s access=%s evidence=%s host=%s holder=%s", f.Role, state, fd, f.Access, evidenceOf(f), host, holder)
 }
 
-func holdersOf(st supervisor.Status) holdersJSON {
-	out := holdersJSON{Version: 1, VersionMinor: supervisor.StatusVersionMinor, Holders: []holderLine{}, Stores: []holdersStore{}, Daemon: st.Daemon}
+func holdersOf(st control.Status) holdersJSON {
+	out := holdersJSON{Version: 1, VersionMinor: control.StatusVersionMinor, Holders: []holderLine{}, Stores: []holdersStore{}, Daemon: st.Daemon}
 	for _, s := range st.Stores {
 		blind := s.Blind
 		if blind == nil {

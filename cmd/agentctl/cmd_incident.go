@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 func incidentUsage(w io.Writer, fs *flag.FlagSet) {
@@ -49,7 +49,7 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	id := pos[0]
-	var view supervisor.IncidentView
+	var view control.IncidentView
 	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/incidents/"+url.PathEscape(id), &view)
 	var from *journal.Journal
 	if errors.Is(err, errDaemonNotRunning) {
@@ -88,7 +88,7 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-func printIncident(w io.Writer, v supervisor.IncidentView) {
+func printIncident(w io.Writer, v control.IncidentView) {
 	in := v.Incident
 	d := in.Detail
 	fmt.Fprintf(w, "Incident %s\n", in.ID)

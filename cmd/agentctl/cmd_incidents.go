@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // daemonFlags are how the incident and queue verbs find agentd, and its
@@ -36,7 +36,7 @@ func journalLabel(j *journal.Journal) string {
 func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string, down error) (*journal.Journal, error) {
 	dir := d.stateDir
 	if dir == "" {
-		dir = supervisor.DefaultStateDir(getenv, os.Geteuid())
+		dir = control.DefaultStateDir(getenv, os.Geteuid())
 	}
 	if dir == "" {
 		return nil, fmt.Errorf("%w; no state directory to read the journal from (pass --state-dir)", down)

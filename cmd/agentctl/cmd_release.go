@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/url"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 func releaseUsage(w io.Writer, fs *flag.FlagSet) {
@@ -57,7 +57,7 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 		Released incident.Policy `json:"released"`
 	}
 	err := newClient(socketPath(*socket, e.getenv)).post(ctx, "/v1/incidents/"+url.PathEscape(id)+"/release",
-		supervisor.ReleaseRequest{How: how[0]}, &ans)
+		control.ReleaseRequest{How: how[0]}, &ans)
 	if errors.Is(err, errDaemonNotRunning) {
 		fmt.Fprintf(e.stderr, "agentctl release: %v; releasing needs a running agentd (its holders stay as they are)\n", err)
 		return exitError

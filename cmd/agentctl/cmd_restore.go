@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/service"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // scanHolders is the real holder scan of one store, judged by the
@@ -212,8 +212,8 @@ func (r *restoreRun) run(ctx context.Context) int {
 // with an exit code when the restore must not go on.
 func (r *restoreRun) announce(ctx context.Context) (int, bool) {
 	cl := newClient(socketPath(r.f.socket, r.e.getenv))
-	var in supervisor.RestoreIntent
-	err := cl.post(ctx, "/v1/restore/begin", supervisor.RestoreBeginRequest{Store: r.plan.Target, PID: os.Getpid(),
+	var in control.RestoreIntent
+	err := cl.post(ctx, "/v1/restore/begin", control.RestoreBeginRequest{Store: r.plan.Target, PID: os.Getpid(),
 		Mode: string(r.plan.Mode), Backup: r.plan.Backup}, &in)
 	var ae *apiError
 	switch {
@@ -241,7 +241,7 @@ func (r *restoreRun) finish(result string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.daemon.post(ctx, "/v1/restore/end", supervisor.RestoreEndRequest{Store: r.plan.Target, PID: os.Getpid(), Result: result}, nil); err != nil {
+	if err := r.daemon.post(ctx, "/v1/restore/end", control.RestoreEndRequest{Store: r.plan.Target, PID: os.Getpid(), Result: result}, nil); err != nil {
 		r.errorf("tell agentd the restore ended: %v (its window lapses by itself)", err)
 	}
 }

@@ -1,6 +1,6 @@
 package main
 
-// `agentctl status --json` prints supervisor.Status, version 1.1. Fields
+// `agentctl status --json` prints control.Status, version 1.1. Fields
 // are only ever added (each addition bumps "version_minor"); a change that
 // breaks readers bumps "version". Minor 1 added "rule", "uninspected",
 // "rule_note", the holders' "access", "inspected", "foreign_mount_ns",
@@ -88,10 +88,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // listFlag is a repeatable string flag.
@@ -185,7 +185,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 // statusExit maps a status to the exit code: refused (3) when any store
 // has an orphan holder or when the scan cannot vouch for it (an unknown
 // verdict, or processes it could not inspect, which might hold an orphan).
-func statusExit(st supervisor.Status) int {
+func statusExit(st control.Status) int {
 	for _, s := range st.Stores {
 		if !storeSafe(s) {
 			return exitRefused
@@ -194,7 +194,7 @@ func statusExit(st supervisor.Status) int {
 	return exitOK
 }
 
-func storeSafe(s supervisor.StoreStatus) bool {
+func storeSafe(s control.StoreStatus) bool {
 	if s.Orphans > 0 || len(s.Blind) > 0 {
 		return false
 	}
@@ -207,9 +207,9 @@ func storeSafe(s supervisor.StoreStatus) bool {
 }
 
 // gatherStatus asks agentd, and scans here when it does not answer.
-func gatherStatus(ctx context.Context, e *env, sc *scope) (supervisor.Status, error) {
+func gatherStatus(ctx context.Context, e *env, sc *scope) (control.Status, error) {
 	sock := socketPath(sc.socket, e.getenv)
-	var st supervisor.Status
+	var st control.Status
 	err := newClient(sock).get(ctx, "/v1/status", &st)
 	if err == nil {
 		filterDaemonStatus(&st, sc, e.getenv)
@@ -222,7 +222,7 @@ func gatherStatus(ctx context.Context, e *env, sc *scope) (supervisor.Status, er
 		return st, err
 	}
 	st = standaloneStatus(sc, e.getenv)
-	st.Daemon = supervisor.DaemonStatus{Running: false, Socket: sock, Error: "daemon not running"}
+	st.Daemon = control.DaemonStatus{Running: false, Socket: sock, Error: "daemon not running"}
 	if !errors.Is(err, errDaemonNotRunning) {
 		st.Daemon.Error = err.Error()
 	}
@@ -231,7 +231,7 @@ func gatherStatus(ctx context.Context, e *env, sc *scope) (supervisor.Status, er
 
 // standaloneStatus discovers the stores and scans every process itself,
 // as the daemon would.
-func standaloneStatus(sc *scope, getenv func(string) string) supervisor.Status {
+func standaloneStatus(sc *scope, getenv func(string) string) control.Status {
 	stores, problems := discoverStores(sc, getenv)
 	targets := make([]holders.Target, len(stores))
 	for i, s := range stores {
@@ -251,7 +251,7 @@ func standaloneStatus(sc *scope, getenv func(string) string) supervisor.Status {
 				Hint: "every verdict is unknown; run agentctl as root or start agentd"})
 		}
 	}
-	return supervisor.BuildStatus(stores, problems, scan)
+	return control.BuildStatus(stores, problems, scan)
 }
 
 // discoverStores finds the stores in scope: with --home, exactly those
@@ -332,42 +332,42 @@ func problemProfile(path string) string {
 // filterDaemonStatus keeps the stores (and problems) in scope. A --home
 // the daemon does not watch becomes a problem, so an empty table is never
 // mistaken for "nothing holds that home's stores".
-func filterDaemonStatus(st *supervisor.Status, sc *scope, getenv func(string) string) {
+func filterDaemonStatus(st *control.Status, sc *scope, getenv func(string) string) {
 	if len(sc.homes) > 0 {
 		var roots []string
-		var extra []supervisor.ProblemStatus
+		var extra []control.ProblemStatus
 		for _, h := range sc.homes {
 			homes, ps := store.DiscoverHomes(onlyHome(h, getenv))
 			for _, p := range homeProblems(ps, h) {
-				extra = append(extra, supervisor.ProblemStatus{Path: p.Path, Error: p.Err.Error(), Hint: p.Hint})
+				extra = append(extra, control.ProblemStatus{Path: p.Path, Error: p.Err.Error(), Hint: p.Hint})
 			}
 			for _, hm := range homes {
 				roots = append(roots, hm.Root)
-				if !slices.ContainsFunc(st.Stores, func(s supervisor.StoreStatus) bool { return s.Home == hm.Root }) {
-					extra = append(extra, supervisor.ProblemStatus{Path: hm.Root,
+				if !slices.ContainsFunc(st.Stores, func(s control.StoreStatus) bool { return s.Home == hm.Root }) {
+					extra = append(extra, control.ProblemStatus{Path: hm.Root,
 						Error: "home not watched by the running agentd",
 						Hint:  "add it to the agent's config (homes) and reload it with SIGHUP"})
 				}
 			}
 		}
-		st.Stores = slices.DeleteFunc(st.Stores, func(s supervisor.StoreStatus) bool { return !slices.Contains(roots, s.Home) })
-		st.Problems = slices.DeleteFunc(st.Problems, func(p supervisor.ProblemStatus) bool {
+		st.Stores = slices.DeleteFunc(st.Stores, func(s control.StoreStatus) bool { return !slices.Contains(roots, s.Home) })
+		st.Problems = slices.DeleteFunc(st.Problems, func(p control.ProblemStatus) bool {
 			return !slices.ContainsFunc(roots, func(r string) bool { return p.Path == r || strings.HasPrefix(p.Path, r+"/") })
 		})
 		st.Problems = append(st.Problems, extra...)
 	}
 	if len(sc.profiles) > 0 {
-		st.Stores = slices.DeleteFunc(st.Stores, func(s supervisor.StoreStatus) bool { return !slices.Contains(sc.profiles, s.Profile) })
-		st.Problems = slices.DeleteFunc(st.Problems, func(p supervisor.ProblemStatus) bool {
+		st.Stores = slices.DeleteFunc(st.Stores, func(s control.StoreStatus) bool { return !slices.Contains(sc.profiles, s.Profile) })
+		st.Problems = slices.DeleteFunc(st.Problems, func(p control.ProblemStatus) bool {
 			prof := problemProfile(p.Path)
 			return prof != "" && !slices.Contains(sc.profiles, prof)
 		})
 	}
 	if st.Stores == nil {
-		st.Stores = []supervisor.StoreStatus{}
+		st.Stores = []control.StoreStatus{}
 	}
 	if st.Problems == nil {
-		st.Problems = []supervisor.ProblemStatus{}
+		st.Problems = []control.ProblemStatus{}
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/store"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 func inode(t *testing.T, p string) uint64 {
@@ -180,21 +180,21 @@ func TestStatusExitCode(t *testing.T) {
 	blind := []holders.Blind{{Pid: 1, Reason: "permission denied"}}
 	for _, tc := range []struct {
 		name   string
-		stores []supervisor.StoreStatus
+		stores []control.StoreStatus
 		want   int
 	}{
 		{"no stores", nil, exitOK},
-		{"clear", []supervisor.StoreStatus{{Verdict: holders.VerdictClear}}, exitOK},
-		{"held by current", []supervisor.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}}}, exitOK},
-		{"clear and held", []supervisor.StoreStatus{{Verdict: holders.VerdictClear}, {Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}}}, exitOK},
-		{"orphan", []supervisor.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur, orphan}, Orphans: 1}}, exitRefused},
-		{"orphan not counted", []supervisor.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{orphan}}}, exitRefused},
-		{"unknown", []supervisor.StoreStatus{{Verdict: holders.VerdictClear}, {Verdict: holders.VerdictUnknown, Blind: blind}}, exitRefused},
-		{"held, some not inspected", []supervisor.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}, Blind: blind}}, exitRefused},
-		{"no verdict", []supervisor.StoreStatus{{}}, exitRefused},
+		{"clear", []control.StoreStatus{{Verdict: holders.VerdictClear}}, exitOK},
+		{"held by current", []control.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}}}, exitOK},
+		{"clear and held", []control.StoreStatus{{Verdict: holders.VerdictClear}, {Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}}}, exitOK},
+		{"orphan", []control.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur, orphan}, Orphans: 1}}, exitRefused},
+		{"orphan not counted", []control.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{orphan}}}, exitRefused},
+		{"unknown", []control.StoreStatus{{Verdict: holders.VerdictClear}, {Verdict: holders.VerdictUnknown, Blind: blind}}, exitRefused},
+		{"held, some not inspected", []control.StoreStatus{{Verdict: holders.VerdictHeld, Holders: []holders.Process{cur}, Blind: blind}}, exitRefused},
+		{"no verdict", []control.StoreStatus{{}}, exitRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := statusExit(supervisor.Status{Stores: tc.stores}); got != tc.want {
+			if got := statusExit(control.Status{Stores: tc.stores}); got != tc.want {
 				t.Fatalf("statusExit = %d, want %d", got, tc.want)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
@@ -82,7 +83,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 	vars := map[string]string{socketEnv: a.SocketPath()}
 
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	var st supervisor.Status
+	var st control.Status
 	hermestest.Eventually(t, "agentd to report the writer as a holder", 20*time.Second, func() bool {
 		st = decodeStatus(t, ctl(t, vars, "status", "--json"))
 		p := holderOf(storeOf(t, st, db), w.Pid)
@@ -133,7 +134,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 		}
 	}
 	r = ctl(t, vars, "incident", "show", "--json", inc.ID)
-	var view supervisor.IncidentView
+	var view control.IncidentView
 	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.ID != inc.ID || len(view.Steps) == 0 {
 		t.Fatalf("incident show --json (exit %d): %v\n%s", r.code, err, r.stdout)
 	}
@@ -189,7 +190,7 @@ func TestDaemonHoldAndRelease(t *testing.T) {
 		t.Errorf("incidents from the journal: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = ctl(t, vars, "incident", "show", inc.ID, "--state-dir", stateDir, "--json")
-	view = supervisor.IncidentView{}
+	view = control.IncidentView{}
 	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Incident.State != journal.StateResolved ||
 		!strings.Contains(r.stderr, "from the journal") {
 		t.Errorf("incident show from the journal: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)

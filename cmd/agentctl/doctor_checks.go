@@ -15,11 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 type checkStatus string
@@ -82,7 +83,7 @@ func runDoctor(ctx context.Context, in doctorInput) []checkResult {
 	out = append(out, res)
 	h := doctorHost{cfg: cfg, stateDir: cfg.StateDir}
 	if h.stateDir == "" {
-		h.stateDir = supervisor.DefaultStateDir(in.getenv, in.euid)
+		h.stateDir = control.DefaultStateDir(in.getenv, in.euid)
 	}
 	h.homes, h.stores, h.problems = discoverForDoctor(in, cfg)
 	h.journal = readJournal(ctx, h.stateDir, in.now)
@@ -217,7 +218,7 @@ func lockPid(stateDir string) int {
 	if stateDir == "" {
 		return 0
 	}
-	b, err := os.ReadFile(filepath.Join(stateDir, supervisor.LockFile))
+	b, err := os.ReadFile(filepath.Join(stateDir, control.LockFile))
 	if err != nil {
 		return 0
 	}
@@ -447,8 +448,8 @@ func checkDaemon(ctx context.Context, in doctorInput, cfg *service.Config) check
 		path = in.getenv("STATEGUARD_SOCKET")
 	}
 	if path == "" {
-		if dir := supervisor.DefaultRuntimeDir(in.getenv, in.euid); dir != "" {
-			path = filepath.Join(dir, supervisor.SocketFile)
+		if dir := control.DefaultRuntimeDir(in.getenv, in.euid); dir != "" {
+			path = filepath.Join(dir, control.SocketFile)
 		}
 	}
 	fi, err := os.Lstat(path)
@@ -561,7 +562,7 @@ func checkStateDir(dir string, euid int) checkResult {
 		r.Fix = "chmod 700 " + dir
 		return r
 	}
-	if uid, ok := fileUID(fi); ok && uid != euid {
+	if uid := fileid.Of(fi).UID; uid >= 0 && uid != euid {
 		r.Status, r.Summary = statusFail, fmt.Sprintf("%s is owned by uid %d, not %d: agentd running as uid %d refuses it", dir, uid, euid, euid)
 		r.Fix = fmt.Sprintf("chown %d %s, or run agentctl doctor as the agent's user", euid, dir)
 		return r

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
@@ -44,7 +45,7 @@ func checkStores(stores []store.Store, problems []store.Problem) checkResult {
 					"chmod go-w "+dir)
 			}
 		}
-		dirUID, dirOwned := fileUID(dfi)
+		dirUID := fileid.Of(dfi).UID
 		for _, p := range []string{s.Path, s.WALPath(), s.SHMPath()} {
 			fi, err := os.Lstat(p)
 			if err != nil || !fi.Mode().IsRegular() {
@@ -59,7 +60,7 @@ func checkStores(stores []store.Store, problems []store.Problem) checkResult {
 			case perm&0o044 != 0:
 				flag(statusWarn, fmt.Sprintf("%s has mode %04o: others can read the session transcripts", p, perm), "chmod 600 "+p)
 			}
-			if uid, ok := fileUID(fi); ok && dirOwned && uid != dirUID {
+			if uid := fileid.Of(fi).UID; uid >= 0 && dirUID >= 0 && uid != dirUID {
 				flag(statusWarn, fmt.Sprintf("%s is owned by uid %d but its directory by uid %d: Hermes running as %d may fail to write it (a `sudo hermes` leftover?)", p, uid, dirUID, dirUID),
 					fmt.Sprintf("chown %d %s (while Hermes is stopped)", dirUID, p))
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stateguard/stateguard/store"
@@ -15,4 +17,22 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
+}
+
+// agentctl speaks the control protocol and reads the journal without the
+// daemon: package supervisor is not among its dependencies.
+func TestNoDaemonInAgentctl(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "github.com/stateguard/stateguard/supervisor" {
+			t.Fatal("agentctl imports the daemon (package supervisor)")
+		}
+	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // queueWithDaemon asks a running agentd to queue the replay, so it runs
@@ -14,7 +14,7 @@ import (
 func queueWithDaemon(ctx context.Context, e *env, req replayRequest) (bool, error) {
 	c := newClient(socketPath("", e.getenv))
 	var job journal.Job
-	err := c.post(ctx, "/v1/jobs", supervisor.JobRequest{Path: req.Path, Store: req.Store, SessionID: req.SessionID}, &job)
+	err := c.post(ctx, "/v1/jobs", control.JobRequest{Path: req.Path, Store: req.Store, SessionID: req.SessionID}, &job)
 	if errors.Is(err, errDaemonNotRunning) {
 		return false, nil
 	}

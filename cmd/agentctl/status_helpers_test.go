@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/internal/hermestest"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 type ctlResult struct {
@@ -34,19 +34,19 @@ func noDaemon(t *testing.T) map[string]string {
 	return map[string]string{socketEnv: filepath.Join(t.TempDir(), "no-agent.sock")}
 }
 
-func decodeStatus(t *testing.T, r ctlResult) supervisor.Status {
+func decodeStatus(t *testing.T, r ctlResult) control.Status {
 	t.Helper()
-	var st supervisor.Status
+	var st control.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("status --json printed no Status (exit %d): %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
 	}
-	if st.Version != supervisor.StatusVersion {
-		t.Fatalf("status version %d, want %d", st.Version, supervisor.StatusVersion)
+	if st.Version != control.StatusVersion {
+		t.Fatalf("status version %d, want %d", st.Version, control.StatusVersion)
 	}
 	return st
 }
 
-func storeOf(t *testing.T, st supervisor.Status, path string) supervisor.StoreStatus {
+func storeOf(t *testing.T, st control.Status, path string) control.StoreStatus {
 	t.Helper()
 	for _, s := range st.Stores {
 		if s.Path == path {
@@ -54,10 +54,10 @@ func storeOf(t *testing.T, st supervisor.Status, path string) supervisor.StoreSt
 		}
 	}
 	t.Fatalf("store %s not in status: %+v", path, st.Stores)
-	return supervisor.StoreStatus{}
+	return control.StoreStatus{}
 }
 
-func holderOf(s supervisor.StoreStatus, pid int) *holders.Process {
+func holderOf(s control.StoreStatus, pid int) *holders.Process {
 	for i := range s.Holders {
 		if s.Holders[i].Pid == pid {
 			return &s.Holders[i]
@@ -78,7 +78,7 @@ func heldRoles(p *holders.Process) map[holders.Role]bool {
 // wantExit is the exit code a status must give: refused whenever the scan
 // cannot vouch for a store (this sandbox's PID 1 cannot be inspected even
 // by root, so there it is always 3), else 0 unless an orphan exists.
-func wantExit(st supervisor.Status) int {
+func wantExit(st control.Status) int {
 	for _, s := range st.Stores {
 		if s.Verdict == holders.VerdictUnknown || len(s.Blind) > 0 || s.Orphans > 0 {
 			return exitRefused

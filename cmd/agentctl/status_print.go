@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
-	"github.com/stateguard/stateguard/supervisor"
 )
 
 // printStatus writes one block per store, then problems, then the daemon.
-func printStatus(w io.Writer, st supervisor.Status) {
+func printStatus(w io.Writer, st control.Status) {
 	if len(st.Stores) == 0 {
 		fmt.Fprintln(w, "No stores found.")
 	}
@@ -39,7 +39,7 @@ func printStatus(w io.Writer, st supervisor.Status) {
 	fmt.Fprintln(w, daemonLine(st))
 }
 
-func printStore(w io.Writer, s supervisor.StoreStatus, daemon bool) {
+func printStore(w io.Writer, s control.StoreStatus, daemon bool) {
 	name := s.Profile
 	if name == "" {
 		name = s.Kind
@@ -104,8 +104,8 @@ func printStore(w io.Writer, s supervisor.StoreStatus, daemon bool) {
 	}
 }
 
-func generationText(g supervisor.GenerationStatus) string {
-	file := func(role string, f supervisor.FileStatus) string {
+func generationText(g control.GenerationStatus) string {
+	file := func(role string, f control.FileStatus) string {
 		if !f.Exists {
 			return role + " absent"
 		}
@@ -118,7 +118,7 @@ func generationText(g supervisor.GenerationStatus) string {
 	return file("main", g.Main) + " · " + wal + " · " + file("shm", g.SHM)
 }
 
-func verdictText(s supervisor.StoreStatus) string {
+func verdictText(s control.StoreStatus) string {
 	v := string(s.Verdict)
 	if v == "" {
 		v = string(holders.VerdictUnknown)
@@ -257,7 +257,7 @@ func commandOf(p *holders.Process) string {
 	return "?"
 }
 
-func daemonLine(st supervisor.Status) string {
+func daemonLine(st control.Status) string {
 	d := st.Daemon
 	if !d.Running {
 		line := "daemon not running"

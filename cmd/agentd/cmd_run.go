@@ -61,7 +61,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	}()
 	slog.SetDefault(log) // packages that log without a logger of their own
 	opts := func(c *service.Config) supervisor.Options {
-		o := c.AgentOptions(log)
+		o := agentOptions(c, log)
 		o.Metrics, o.MetricsListen = metrics, c.Metrics.Listen
 		if c.Stall.Timeout.D > 0 {
 			o.Stall = supervisor.NewStallWatch(supervisor.StallConfig{Timeout: c.Stall.Timeout.D, Metrics: metrics})

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 const (
 	rootStateDir   = "/var/lib/stateguard"

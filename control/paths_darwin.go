@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 // /run cannot be created on macOS's read-only system volume; /var/run is
 // where launchd daemons keep their sockets.

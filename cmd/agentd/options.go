@@ -1,21 +1,22 @@
-package service
+package main
 
 import (
 	"log/slog"
 	"os"
 
 	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
 
-// AgentOptions turns the config into the supervisor's options.
-func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
+// agentOptions turns the config into the supervisor's options.
+func agentOptions(c *service.Config, log *slog.Logger) supervisor.Options {
 	o := supervisor.Options{
 		StateDir:        c.StateDir,
 		Socket:          c.Socket,
 		Reconcile:       c.Reconcile.D,
-		Policies:        c.Policy.set(),
+		Policies:        c.Policy.Set(),
 		StorePolicies:   map[string]incident.PolicySet{},
 		Exclude:         c.Exclude,
 		CaptureMaxBytes: int64(c.Capture.MaxBytes),
@@ -32,14 +33,10 @@ func (c *Config) AgentOptions(log *slog.Logger) supervisor.Options {
 	}
 	for _, s := range c.Stores {
 		o.Discover.ExtraStores = append(o.Discover.ExtraStores, s.Path)
-		o.StorePolicies[s.Path] = s.Policy.set()
+		o.StorePolicies[s.Path] = s.Policy.Set()
 		if s.Guard != nil {
 			o.StoreGuard[s.Path] = *s.Guard
 		}
 	}
 	return o
-}
-
-func (p PolicyConfig) set() incident.PolicySet {
-	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Grace: p.Grace.D}
 }
