@@ -1,6 +1,6 @@
 // Package incident is the incident engine: what happens to one store's
 // orphaned generation, from the moment detection hands it over to its
-// resolution (DESIGN.md, "The incident protocol"), as one explicit state
+// resolution (docs/design.md §7, "The incident protocol"), as one explicit state
 // machine.
 //
 // The engine of a store is driven by that store's worker, one goroutine,

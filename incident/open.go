@@ -41,7 +41,7 @@ type Pin struct {
 }
 
 // Open journals a new incident and runs its first steps at once: pin,
-// prepare, capture while frozen, release (DESIGN.md steps 3-6). If the
+// prepare, capture while frozen, release (docs/design.md §7, steps 3-5). If the
 // journal refuses it, holders the detection froze are thawed (none stays
 // stopped without a record) and the next check tries again.
 func (e *Engine) Open(o Opening) {

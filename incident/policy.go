@@ -8,7 +8,7 @@ import (
 )
 
 // Policy is how an incident's frozen orphan holders are released
-// (DESIGN.md, step 5).
+// (docs/design.md §7, step 5).
 type Policy string
 
 const (
@@ -50,7 +50,7 @@ type PolicySet struct {
 // DefaultGrace is the terminate grace period when none is set.
 const DefaultGrace = 30 * time.Second
 
-// DefaultPolicies are DESIGN.md's defaults, the only place they are
+// DefaultPolicies are docs/design.md's defaults, the only place they are
 // defined: the config loader fills unset entries from them and For and
 // GraceOrDefault fall back to them.
 func DefaultPolicies() PolicySet {

@@ -54,7 +54,7 @@ func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
 }
 
 // stepDivert (captured): write the rows that exist only in the capture as
-// Hermes diverted JSONL (DESIGN.md step 7). A generic store ends at its
+// Hermes diverted JSONL (docs/design.md §7, step 6). A generic store ends at its
 // capture.
 func (e *Engine) stepDivert(li *live) {
 	if e.st.Kind != store.Hermes {
@@ -99,8 +99,8 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	return rep, true
 }
 
-// stepQueue (diverted): one replay job per session file (DESIGN.md step
-// 8). The jobs run on the replay queue once no incident blocks the store.
+// stepQueue (diverted): one replay job per session file (docs/design.md
+// §7, step 7). The jobs run on the replay queue once no incident blocks the store.
 func (e *Engine) stepQueue(li *live) {
 	if li.replay == nil {
 		if _, ok := e.divertNow(li); !ok { // a restart lost the file list
@@ -122,7 +122,7 @@ func (e *Engine) stepQueue(li *live) {
 }
 
 // stepJobs (replaying): resolve once every job of the incident is done;
-// fail when one has given up (DESIGN.md step 9).
+// fail when one has given up (docs/design.md §7, step 8).
 func (e *Engine) stepJobs(li *live) {
 	ctx, cancel := e.journalCtx()
 	defer cancel()

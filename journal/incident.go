@@ -114,7 +114,7 @@ const incidentCols = `id, store, profile, home, kind, state, prev_state, policy,
 // OpenIncident records a new incident with its first steps in one
 // transaction and returns it as stored. Zero fields get defaults: ID a new
 // id from OpenedAt, OpenedAt now, State open. The protocol may record an
-// incident after freezing and pinning (DESIGN.md step 4), so inc.State may
+// incident after freezing and pinning (docs/design.md §7, step 2), so inc.State may
 // be any unfinished state, and steps may carry what already happened; with
 // no steps a single "detected" step at OpenedAt is recorded. The last step
 // is marked as the transition into inc.State.

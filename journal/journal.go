@@ -183,7 +183,7 @@ func createJournalFile(path string) error {
 }
 
 // persistWALConnector sets SQLITE_FCNTL_PERSIST_WAL on every connection:
-// the agent's connections must never unlink a -wal/-shm (DESIGN.md), and
+// the agent's connections must never unlink a -wal/-shm (docs/design.md §11, safety rules), and
 // the journal follows the same rule as every other database it opens.
 type persistWALConnector struct{ driver.Connector }
 

@@ -6,7 +6,7 @@ import (
 	"regexp"
 )
 
-// Kind is what happened to a store's generation (DESIGN.md, incident kinds).
+// Kind is what happened to a store's generation (docs/design.md §6, incident kinds).
 type Kind string
 
 const (

@@ -6,7 +6,8 @@
 // detects to its store's incident engine (package incident) and wakes it.
 // Around the workers: the replay queue that runs the engine's jobs, the
 // stall watch, restore announcements, metrics, and the control API served
-// to agentctl on a unix socket.
+// to agentctl on a unix socket (its types and routes are package
+// control's, so agentctl never imports this package).
 //
 // The durable record is package journal's; what happens to files and
 // rows is recovery's and store's. It holds no platform details; those

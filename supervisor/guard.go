@@ -14,7 +14,7 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-// The guard (DESIGN.md "Prevention: the guard") holds OFD read locks on
+// The guard (docs/design.md §9) holds OFD read locks on
 // the live generation of each Hermes store in WAL mode, so no process that
 // wrongly believes it is the last connection can checkpoint and unlink
 // -wal/-shm under a live writer.

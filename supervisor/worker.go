@@ -15,7 +15,7 @@ import (
 
 // worker is the one goroutine that acts on one store: every check, every
 // protocol step and every close of a pinned fd happens here, so the
-// store's steps are serialized (DESIGN.md: "per store, serialized"). The
+// store's steps are serialized (docs/design.md §3: one worker per store, serialized). The
 // incidents themselves are its engine's; the worker detects, freezes,
 // guards and wakes the engine.
 type worker struct {
