@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -54,39 +53,8 @@ func (c *counter) get(result string) int {
 	return c.n[result]
 }
 
-// logBuffer collects JSON log records from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) records(t *testing.T, event string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(l.b.Bytes()))
-	for {
-		var r map[string]any
-		if err := dec.Decode(&r); err == io.EOF {
-			return out
-		} else if err != nil {
-			t.Fatalf("log is not JSON lines: %v", err)
-		}
-		if r["event"] == event {
-			out = append(out, r)
-		}
-	}
-}
-
-func newTestLogger() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
+func newTestLogger() (*slog.Logger, *hermestest.LogBuffer) {
+	lb := &hermestest.LogBuffer{}
 	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
 
@@ -192,7 +160,7 @@ func TestAlertHangingCommandDoesNotBlockSend(t *testing.T) {
 	if s := a.Stats(); s.Dropped != 8 || s.Sent != 0 {
 		t.Errorf("stats %+v, want 8 dropped", s)
 	}
-	if n := len(logs.records(t, EventAlertDropped)); n != 1 {
+	if n := len(logs.Records(t, EventAlertDropped)); n != 1 {
 		t.Errorf("%d %s records for one burst, want 1", n, EventAlertDropped)
 	}
 
@@ -227,7 +195,7 @@ func TestAlertTimeoutKillsProcessGroup(t *testing.T) {
 	for _, pid := range ps {
 		hermestest.Eventually(t, fmt.Sprintf("pid %d to be killed", pid), 10*time.Second, func() bool { return processGone(pid) })
 	}
-	recs := logs.records(t, EventAlertFailed)
+	recs := logs.Records(t, EventAlertFailed)
 	if len(recs) != 1 {
 		t.Fatalf("%d %s records, want 1", len(recs), EventAlertFailed)
 	}
@@ -246,7 +214,7 @@ func TestAlertFailureLogged(t *testing.T) {
 	a := New(Config{Exec: []string{script}, Metrics: m}, log)
 	a.Send(Alert{Event: evReplayFailed, Store: "/s"})
 	closeAlerter(t, a)
-	recs := logs.records(t, EventAlertFailed)
+	recs := logs.Records(t, EventAlertFailed)
 	if len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0]["output"]), "no route to pager") ||
 		!strings.Contains(fmt.Sprint(recs[0]["err"]), "exit status 3") {
 		t.Fatalf("failure records %v", recs)

@@ -15,7 +15,7 @@ import (
 // without an event is only logged.
 func TestHandlerAlertsWhatTheLogLeavesOut(t *testing.T) {
 	script, out := hermestest.NewAlertRecorder(t)
-	logs := &logBuffer{}
+	logs := &hermestest.LogBuffer{}
 	base := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a := New(Config{Exec: []string{script}, Concurrency: 1, RateLimit: -1, Quiet: []string{"quiet.event"}}, base)
 	log := slog.New(Handler(base.Handler(), a)).With("store", "/s")
@@ -41,10 +41,10 @@ func TestHandlerAlertsWhatTheLogLeavesOut(t *testing.T) {
 	if want := []string{"incident.resolved INFO /s 7", "stall.detected WARN /s <nil>"}; fmt.Sprint(alerted) != fmt.Sprint(want) {
 		t.Errorf("alerted %q, want %q", alerted, want)
 	}
-	if n := len(logs.records(t, "incident.resolved")) + len(logs.records(t, "quiet.event")); n != 0 {
+	if n := len(logs.Records(t, "incident.resolved")) + len(logs.Records(t, "quiet.event")); n != 0 {
 		t.Errorf("a warn-level log wrote %d info records", n)
 	}
-	if n := len(logs.records(t, "stall.detected")); n != 1 {
+	if n := len(logs.Records(t, "stall.detected")); n != 1 {
 		t.Errorf("%d stall.detected log records, want 1", n)
 	}
 }

@@ -3,54 +3,19 @@ package holders
 import (
 	"errors"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
-// procLock is one line of /proc/locks.
-type procLock struct {
-	class, mode string // OFDLCK/POSIX/FLOCK, READ/WRITE
-	dev         uint64
-	ino         uint64
-	start, end  string
-}
-
 // locksOn lists /proc/locks entries on id (blocked waiters excluded).
-func locksOn(t *testing.T, id fileid.ID) []procLock {
+func locksOn(t *testing.T, id fileid.ID) []hermestest.Lock {
 	t.Helper()
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		t.Skipf("no /proc/locks: %v", err)
-	}
-	var out []procLock
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 || f[1] == "->" {
-			continue
-		}
-		// "1: OFDLCK ADVISORY READ -1 08:01:1234 1073741826 1073742335"
-		parts := strings.Split(f[5], ":")
-		if len(parts) != 3 {
-			continue
-		}
-		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
-		minr, err2 := strconv.ParseUint(parts[1], 16, 32)
-		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		l := procLock{class: f[1], mode: f[3], dev: unix.Mkdev(uint32(maj), uint32(minr)), ino: ino, start: f[6], end: f[7]}
-		if l.ino == id.Ino && l.dev == id.Dev {
-			out = append(out, l)
-		}
-	}
-	return out
+	return hermestest.LocksOn(t, id.Dev, id.Ino)
 }
 
 func idOf(t *testing.T, path string) fileid.ID {
@@ -95,11 +60,11 @@ func TestGuardLocksExactRanges(t *testing.T) {
 	// some other process of the machine holds is not taken for ours.
 	ofd := func(id fileid.ID) (exact, other int) {
 		for _, l := range locksOn(t, id) {
-			if l.class != "OFDLCK" {
+			if l.Class != "OFDLCK" {
 				continue
 			}
 			for _, c := range ranges {
-				if c.id == id && l.mode == "READ" && l.start == c.start && l.end == c.end {
+				if c.id == id && l.Mode == "READ" && l.Start == c.start && l.End == c.end {
 					exact++
 					goto next
 				}
@@ -179,7 +144,7 @@ func TestGuardRefusals(t *testing.T) {
 			}
 			for _, id := range []fileid.ID{want.Main, want.SHM} {
 				for _, l := range locksOn(t, id) {
-					if l.class == "OFDLCK" && l.mode == "READ" {
+					if l.Class == "OFDLCK" && l.Mode == "READ" {
 						t.Fatalf("read lock left on %v: %+v", id, l)
 					}
 				}
@@ -258,7 +223,7 @@ func TestGuardRefusedByWriteLock(t *testing.T) {
 			t.Fatalf("%d fds open after a refused guard, %d before", n, before)
 		}
 		for _, l := range append(locksOn(t, want.Main), locksOn(t, want.SHM)...) {
-			if l.mode == "READ" {
+			if l.Mode == "READ" {
 				t.Fatalf("read lock left: %+v", l)
 			}
 		}
@@ -282,7 +247,7 @@ func TestGuardHoldsWALAndDups(t *testing.T) {
 	readLocks := func(id fileid.ID) int {
 		n := 0
 		for _, l := range locksOn(t, id) {
-			if l.class == "OFDLCK" && l.mode == "READ" {
+			if l.Class == "OFDLCK" && l.Mode == "READ" {
 				n++
 			}
 		}

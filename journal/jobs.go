@@ -168,7 +168,10 @@ func (j *Journal) FinishJob(ctx context.Context, id int64, result JobResult) (Jo
 	if err != nil {
 		return Job{}, fmt.Errorf("finish replay job %d: encode result: %w", id, err)
 	}
-	return j.endJob(ctx, id, "finish", `state = 'done', last_error = '', result = ?, updated_at = ?`, string(res), toNanos(j.now()))
+	now := toNanos(j.now())
+	return j.endJob(ctx, id, "finish", func(Job) (string, []any) {
+		return `state = 'done', last_error = '', result = ?, updated_at = ?`, []any{string(res), now}
+	})
 }
 
 // FailJob records a failed attempt of running job id: it goes back to
@@ -179,30 +182,18 @@ func (j *Journal) FailJob(ctx context.Context, id int64, now time.Time, cause er
 	if cause != nil {
 		msg = cause.Error()
 	}
-	var out Job
-	err := j.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getJob(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if cur.State != JobRunning {
-			return fmt.Errorf("%w: job %d is %s", ErrJobNotRunning, id, cur.State)
-		}
+	return j.endJob(ctx, id, "fail", func(cur Job) (string, []any) {
 		state, next := JobQueued, now.Add(b.Delay(cur.Attempts))
 		if errors.Is(cause, ErrNoRetry) || (b.MaxAttempts > 0 && cur.Attempts >= b.MaxAttempts) {
 			state, next = JobFailed, cur.NextAttemptAt
 		}
-		out, err = scanJob(tx.QueryRowContext(ctx, `UPDATE replay_jobs SET state = ?, next_attempt_at = ?, last_error = ?, updated_at = ?
-			WHERE id = ? RETURNING `+jobCols, string(state), toNanos(next), msg, toNanos(now), id))
-		return err
+		return `state = ?, next_attempt_at = ?, last_error = ?, updated_at = ?`, []any{string(state), toNanos(next), msg, toNanos(now)}
 	})
-	if err != nil {
-		return Job{}, fmt.Errorf("journal %s: fail replay job %d: %w", j.path, id, err)
-	}
-	return out, nil
 }
 
-func (j *Journal) endJob(ctx context.Context, id int64, verb, set string, args ...any) (Job, error) {
+// endJob updates running job id in one transaction with the SET clause
+// and arguments update makes of it; a job that is not running is refused.
+func (j *Journal) endJob(ctx context.Context, id int64, verb string, update func(cur Job) (set string, args []any)) (Job, error) {
 	var out Job
 	err := j.write(ctx, func(tx *sql.Tx) error {
 		cur, err := getJob(ctx, tx, id)
@@ -212,6 +203,7 @@ func (j *Journal) endJob(ctx context.Context, id int64, verb, set string, args .
 		if cur.State != JobRunning {
 			return fmt.Errorf("%w: job %d is %s", ErrJobNotRunning, id, cur.State)
 		}
+		set, args := update(cur)
 		out, err = scanJob(tx.QueryRowContext(ctx, `UPDATE replay_jobs SET `+set+` WHERE id = ? RETURNING `+jobCols, append(args, id)...))
 		return err
 	})

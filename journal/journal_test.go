@@ -15,7 +15,14 @@ import (
 // openTestJournal opens a fresh journal in a prepared state directory.
 func openTestJournal(t *testing.T) (*Journal, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "state")
+	j, path := openJournalIn(t, filepath.Join(t.TempDir(), "state"))
+	t.Cleanup(func() { j.Close() })
+	return j, path
+}
+
+// openJournalIn opens (creating) the journal in dir, made 0700.
+func openJournalIn(t *testing.T, dir string) (*Journal, string) {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +31,6 @@ func openTestJournal(t *testing.T) (*Journal, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.Close() })
 	return j, path
 }
 
@@ -221,14 +227,7 @@ func TestJournalRefusesSymlink(t *testing.T) {
 
 func TestJournalPathWithURICharacters(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "we?ird #dir %41")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, FileName)
-	j, err := Open(context.Background(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, _ := openJournalIn(t, dir)
 	j.Close()
 	entries, _ := os.ReadDir(dir)
 	var names []string

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,29 +51,10 @@ type ofdLock struct {
 // The test process itself takes none on the store files it asks about.
 func ofdLocks(t testing.TB, id fileid.ID) []ofdLock {
 	t.Helper()
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		t.Skipf("no /proc/locks: %v", err)
-	}
 	var out []ofdLock
-	for line := range strings.SplitSeq(string(b), "\n") {
-		// "1: OFDLCK ADVISORY READ -1 08:01:1234 1073741826 1073742335"
-		f := strings.Fields(line)
-		if len(f) < 8 || f[1] != "OFDLCK" {
-			continue
-		}
-		parts := strings.Split(f[5], ":")
-		if len(parts) != 3 {
-			continue
-		}
-		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
-		minr, err2 := strconv.ParseUint(parts[1], 16, 32)
-		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		if ino == id.Ino && unix.Mkdev(uint32(maj), uint32(minr)) == id.Dev {
-			out = append(out, ofdLock{mode: f[3], start: f[6], end: f[7]})
+	for _, l := range hermestest.LocksOn(t, id.Dev, id.Ino) {
+		if l.Class == "OFDLCK" {
+			out = append(out, ofdLock{mode: l.Mode, start: l.Start, end: l.End})
 		}
 	}
 	return out

@@ -1,23 +1,17 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // The in-process agent of the daemon tests runs with SQLite's OFD locking;
 // the test process must switch before its first SQLite open (creating a
 // fixture store included), as agentd does.
-func TestMain(m *testing.M) {
-	if err := store.UseOFDLocks(); err != nil {
-		panic(err)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { hermestest.RunWithOFDLocks(m) }
 
 // agentctl speaks the control protocol and reads the journal without the
 // daemon: package supervisor is not among its dependencies.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/supervisor"
 )
-
-// syncBuffer is a bytes.Buffer the agent's goroutines can log into.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // With log.level = "warn" the log leaves out the info events, but the
 // alert command still receives them: a resolved incident reaches
@@ -59,7 +40,7 @@ func TestAlertsIndependentOfLogLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs hermestest.LogBuffer
 	log, alerter := newLogging(&logs, cfg, nil)
 	env := hermestest.NewAgentEnv(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

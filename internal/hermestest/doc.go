@@ -7,7 +7,8 @@
 // It also holds what every package's real-process tests share: waiting
 // with a deadline (Eventually, Writer.WaitAcks, Writer.AcksGrow), a
 // process's state (ProcState), a backup and a restore (VacuumInto,
-// RenameFreshOver), and the surroundings of an agent run in a test
-// (AgentEnv, TestLogger). It imports nothing of stateguard, so any
-// package's own tests can use it.
+// RenameFreshOver), the surroundings of an agent run in a test (AgentEnv,
+// TestLogger, LogBuffer, RunWithOFDLocks for a TestMain), and an alert
+// command that records what it receives (NewAlertRecorder, Runs). It
+// imports nothing of stateguard, so any package's own tests can use it.
 package hermestest

@@ -3,8 +3,9 @@ package pyjson
 import (
 	"math"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/stateguard/stateguard/internal/pyrepr"
 )
 
 // DumpOptions are the json.dumps arguments stateguard needs to reproduce.
@@ -136,61 +137,9 @@ func FloatJSON(f float64) string {
 	return FloatRepr(f)
 }
 
-// FloatRepr is Python's repr of a finite float: the shortest digits that
-// round-trip, in positional form with at least one fractional digit
-// ("1732912347.0") unless the decimal exponent is below -4 or at least 16,
-// where it is d[.ddd]e±XX with at least two exponent digits ("1e+16",
-// "1e-05").
-func FloatRepr(f float64) string {
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // -d.ddde±XX, shortest round-trip digits
-	var b strings.Builder
-	if e[0] == '-' {
-		b.WriteByte('-')
-		e = e[1:]
-	}
-	k := strings.IndexByte(e, 'e')
-	mant, expText := e[:k], e[k+1:]
-	digits := strings.Replace(mant, ".", "", 1)
-	exp, _ := strconv.Atoi(expText)
-	if exp < -4 || exp >= 16 {
-		b.WriteString(digits[:1])
-		if len(digits) > 1 {
-			b.WriteByte('.')
-			b.WriteString(digits[1:])
-		}
-		b.WriteByte('e')
-		if exp < 0 {
-			b.WriteByte('-')
-			exp = -exp
-		} else {
-			b.WriteByte('+')
-		}
-		if exp < 10 {
-			b.WriteByte('0')
-		}
-		b.WriteString(strconv.Itoa(exp))
-		return b.String()
-	}
-	point := exp + 1 // digits before the decimal point
-	switch {
-	case point <= 0:
-		b.WriteString("0.")
-		b.WriteString(strings.Repeat("0", -point))
-		b.WriteString(digits)
-	case point >= len(digits):
-		b.WriteString(digits)
-		b.WriteString(strings.Repeat("0", point-len(digits)))
-		b.WriteString(".0")
-	default:
-		b.WriteString(digits[:point])
-		b.WriteByte('.')
-		b.WriteString(digits[point:])
-	}
-	return b.String()
-}
+// FloatRepr is Python's repr of a float, which json.dumps writes for a
+// finite one: the shortest digits that round-trip, in positional form
+// with at least one fractional digit ("1732912347.0") unless the decimal
+// exponent is below -4 or at least 16 ("1e+16", "1e-05"). It is
+// internal/pyrepr's, the one implementation of Python's repr.
+func FloatRepr(f float64) string { return pyrepr.Float(f) }
