@@ -64,7 +64,7 @@ func TestContainerWriter(t *testing.T) {
 	if ents, err := os.ReadDir(s.container); err != nil || len(ents) != 0 {
 		t.Errorf("the volume on the host: %v %v, want an empty directory", ents, err)
 	}
-	waitAcks(t, s.opts.Ack, 5)
+	hermestest.WaitAckFile(t, s.opts.Ack, 5)
 	if out, err := exec.Command("sqlite3", "-readonly", p.db, "select count(*) > 0 from messages where session_id = '"+s.name+"'").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
 		t.Errorf("the host's store has no row of the container writer: %s %v", out, err)
 	}

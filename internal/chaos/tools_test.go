@@ -34,26 +34,8 @@ func newToolRun(t *testing.T) (*run, *profile, *hermestest.Writer) {
 	r := &run{cfg: Config{Pace: 0.05}, e: e, agent: &agentProc{}, rep: newReport(Config{}),
 		rng: rand.New(rand.NewPCG(1, 2)), log: slog.New(slog.DiscardHandler)}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: p.db, Create: true, Rate: 50, Session: "s"})
-	waitAcks(t, w.AckPath, 5)
+	w.WaitAcks(t, 5)
 	return r, p, w
-}
-
-func waitAcks(t *testing.T, path string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		acks, err := hermestest.ReadAcks(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(acks) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acks in %s after 20s, want %d", len(acks), path, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // inode is path's inode number, 0 when it does not exist.

@@ -1,6 +1,7 @@
 package hermestest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -35,6 +36,19 @@ func (w *Writer) WaitAcks(tb testing.TB, n int) []Ack {
 		return false
 	})
 	return acks
+}
+
+// WaitAckFile waits until the ack file at path (a writer this test did
+// not start through SpawnWriter) holds at least n acks.
+func WaitAckFile(tb testing.TB, path string, n int) {
+	tb.Helper()
+	Eventually(tb, fmt.Sprintf("%d acks in %s", n, path), 20*time.Second, func() bool {
+		acks, err := ReadAcks(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return len(acks) >= n
+	})
 }
 
 // AcksGrow waits until the writer has acknowledged n more messages than
