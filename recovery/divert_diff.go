@@ -115,8 +115,14 @@ func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.
 }
 
 // captureSessions lists the sessions with messages in the capture, in the
-// order their first message was written.
+// order their first message was written. A capture with no schema at all
+// (an empty database a stray opener created, the orphan of a restore that
+// renamed over it) holds no sessions; one with tables but no messages is
+// not a Hermes capture.
 func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
+	if empty, err := schemaless(ctx, q); err != nil || empty {
+		return nil, err
+	}
 	rows, err := q.QueryContext(ctx, "SELECT session_id FROM messages GROUP BY session_id ORDER BY min(id)")
 	if err != nil {
 		return nil, fmt.Errorf("capture: list sessions: %w", err)
@@ -136,6 +142,20 @@ func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
 		return nil, fmt.Errorf("capture: list sessions: %w", err)
 	}
 	return out, nil
+}
+
+// schemaless reports whether the database has no schema object at all.
+func schemaless(ctx context.Context, q store.Querier) (bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT 1 FROM sqlite_master LIMIT 1")
+	if err != nil {
+		return false, fmt.Errorf("capture: read schema: %w", err)
+	}
+	defer rows.Close()
+	any := rows.Next()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("capture: read schema: %w", err)
+	}
+	return !any, nil
 }
 
 func tableColumns(ctx context.Context, q store.Querier, table string) (map[string]bool, error) {
