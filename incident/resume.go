@@ -36,7 +36,13 @@ func (e *Engine) Resume(inc journal.Incident) {
 			e.captured(li, li.early.dir) // the capture taken before release is all that is left
 			return
 		}
-		e.finish(li, failed, failStep("every orphan holder exited while no agent pinned the orphan; nothing left to capture"))
+		why := "every orphan holder exited while no agent pinned the orphan; nothing left to capture"
+		if len(inc.Detail.Holders) == 0 {
+			// A -wal unlinked on an idle store: the agent's own fds were
+			// its only holder, and they died with the agent.
+			why = "the unlinked -wal was held only by the previous agent, which stopped before it could capture it; its committed rows are lost"
+		}
+		e.finish(li, failed, failStep(why))
 		return
 	}
 	e.pinAll(li)

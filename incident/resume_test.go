@@ -3,11 +3,17 @@ package incident
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
 )
 
 // crash is what a test hook panics with to stop an agent dead at a point
@@ -203,4 +209,37 @@ func resumeTransitions(t *testing.T) [][2]journal.State {
 		})
 	}
 	return out
+}
+
+// An idle store's -wal unlinked with committed frames is an incident with
+// no holder, pinned only by the agent's own fds. If the capture cannot be
+// written (a full disk) and the agent then dies, nothing holds the -wal
+// any more: the resumed incident fails and says what was lost, rather than
+// blaming holders that never were (the 1000-cycle chaos run's failed
+// sidecar_lost incident).
+func TestResumeHolderlessIncidentAfterAgentDied(t *testing.T) {
+	r := newRig(t, store.Hermes)
+	r.salv.failCapture = 100
+	wal := filepath.Join(r.dir, "unlinked-wal")
+	if err := os.WriteFile(wal, []byte("frames"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eng.Open(Opening{Kind: journal.KindSidecarLost, Policy: PolicyKill, At: r.now, Frozen: map[int]time.Time{},
+		Pins: []Pin{{Role: holders.RoleWAL, ID: fileid.ID{Dev: 1, Ino: 99}, File: f}}})
+	ids := r.eng.IDs()
+	if len(ids) != 1 {
+		t.Fatalf("incidents %v", ids)
+	}
+	if inc := r.incident(ids[0]); inc.State != journal.StateNeedsAction {
+		t.Fatalf("with the disk full: %s (%s), want needs_action", inc.State, inc.Detail.Error)
+	}
+	r.restart()
+	inc := r.incident(ids[0])
+	if inc.State != journal.StateFailed || !strings.Contains(inc.Detail.Error, "held only by the previous agent") {
+		t.Fatalf("resumed: %s (%q)", inc.State, inc.Detail.Error)
+	}
 }
