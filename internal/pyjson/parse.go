@@ -199,20 +199,29 @@ func (p *pyParser) list(depth int) (Value, error) {
 			return Value{}, err
 		}
 		v.List = append(v.List, elem)
-		p.ws()
-		if p.i >= len(p.s) {
-			return Value{}, p.fail("Expecting ',' delimiter")
+		if done, err := p.delimiter(']'); err != nil {
+			return Value{}, err
+		} else if done {
+			return v, nil
 		}
+	}
+}
+
+// delimiter reads what follows a container's element: ',' (another
+// element follows) or closer (done), else CPython's error.
+func (p *pyParser) delimiter(closer byte) (done bool, err error) {
+	p.ws()
+	if p.i < len(p.s) {
 		switch p.s[p.i] {
 		case ',':
 			p.i++
-		case ']':
+			return false, nil
+		case closer:
 			p.i++
-			return v, nil
-		default:
-			return Value{}, p.fail("Expecting ',' delimiter")
+			return true, nil
 		}
 	}
+	return false, p.fail("Expecting ',' delimiter")
 }
 
 func (p *pyParser) dict(depth int) (Value, error) {
@@ -271,18 +280,10 @@ func (p *pyParser) dict(depth int) (Value, error) {
 			}
 			v.Dict = append(v.Dict, Member{Key: key, Value: val})
 		}
-		p.ws()
-		if p.i >= len(p.s) {
-			return Value{}, p.fail("Expecting ',' delimiter")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if done, err := p.delimiter('}'); err != nil {
+			return Value{}, err
+		} else if done {
 			return v, nil
-		default:
-			return Value{}, p.fail("Expecting ',' delimiter")
 		}
 	}
 }
