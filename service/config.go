@@ -48,7 +48,7 @@ type Config struct {
 
 // LogConfig selects the slog handler.
 type LogConfig struct {
-	Format LogFormat `toml:"format"` // auto (JSON unless on a terminal), json, text
+	Format LogFormat `toml:"format"` // auto (journal under systemd, text on a terminal, else JSON), json, text, journal
 	Level  LogLevel  `toml:"level"`
 }
 

@@ -77,18 +77,19 @@ const (
 type LogFormat string
 
 const (
-	LogAuto LogFormat = "auto"
-	LogJSON LogFormat = "json"
-	LogText LogFormat = "text"
+	LogAuto    LogFormat = "auto"
+	LogJSON    LogFormat = "json"
+	LogText    LogFormat = "text"
+	LogJournal LogFormat = "journal" // systemd's native journal protocol
 )
 
 func (f *LogFormat) UnmarshalText(b []byte) error {
 	switch v := LogFormat(b); v {
-	case LogAuto, LogJSON, LogText:
+	case LogAuto, LogJSON, LogText, LogJournal:
 		*f = v
 		return nil
 	}
-	return fmt.Errorf("%q is not a log format (auto, json, text)", b)
+	return fmt.Errorf("%q is not a log format (auto, json, text, journal)", b)
 }
 
 // LogLevel is a slog level name.

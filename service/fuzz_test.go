@@ -122,7 +122,7 @@ func checkConfigInvariants(t *testing.T, c *Config) {
 	if c.Guard == nil || c.DiscoverUsers == nil {
 		t.Fatal("guard or discover_users left unset")
 	}
-	if !slices.Contains([]LogFormat{LogAuto, LogJSON, LogText}, c.Log.Format) {
+	if !slices.Contains([]LogFormat{LogAuto, LogJSON, LogText, LogJournal}, c.Log.Format) {
 		t.Fatalf("log format %q", c.Log.Format)
 	}
 	if c.Capture.MaxBytes < 0 {

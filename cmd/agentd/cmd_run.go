@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -53,7 +52,10 @@ func cmdRun(ctx context.Context, args []string) int {
 	if cfg.Metrics.Listen != "" {
 		metrics = supervisor.NewMetrics()
 	}
-	log, alerter := newLogging(os.Stderr, cfg, metrics)
+	// STATEGUARD_JOURNAL_SOCKET points the journal handler at another
+	// socket: the tests' fake journald.
+	out := service.LogOutput{JournalSocket: os.Getenv("STATEGUARD_JOURNAL_SOCKET")}
+	log, alerter := newLogging(out, cfg, metrics)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = alerter.Close(closeCtx)
@@ -99,11 +101,12 @@ func cmdRun(ctx context.Context, args []string) int {
 	}
 }
 
-// newLogging is agentd's logger: records at the configured level go to w,
-// and every event record at info or above also goes to the alert command,
-// whatever the log level (alert.Handler keeps the two paths apart).
-func newLogging(w io.Writer, cfg *service.Config, metrics *supervisor.Metrics) (*slog.Logger, *alert.Alerter) {
-	base := service.NewLogger(w, cfg.Log)
+// newLogging is agentd's logger: records at the configured level go to
+// out (the journal under systemd, JSON or text elsewhere), and every event
+// record at info or above also goes to the alert command, whatever the log
+// level (alert.Handler keeps the two paths apart).
+func newLogging(out service.LogOutput, cfg *service.Config, metrics *supervisor.Metrics) (*slog.Logger, *alert.Alerter) {
+	base, _ := out.Logger(cfg.Log)
 	var counter alert.Counter
 	if metrics != nil {
 		counter = metrics

@@ -41,7 +41,7 @@ func TestAlertsIndependentOfLogLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs hermestest.LogBuffer
-	log, alerter := newLogging(&logs, cfg, nil)
+	log, alerter := newLogging(service.LogOutput{Stderr: &logs}, cfg, nil)
 	env := hermestest.NewAgentEnv(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
