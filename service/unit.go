@@ -161,6 +161,7 @@ func (s Spec) renderSystemd() ([]byte, error) {
 		"ReadWritePaths":     rw,
 		"Capabilities":       strings.Join(Capabilities, " "),
 		"RestartSec":         "2s",
+		"TimeoutStartSec":    "5min",
 		"StartLimitInterval": "120s",
 		"StartLimitBurst":    5,
 	}

@@ -114,7 +114,7 @@ func TestBuildSpecSystemd(t *testing.T) {
 // verify runs systemd-analyze verify on unit, written as
 // stateguard-agentd.service, and fails on any complaint about it: verify
 // exits 0 after warnings such as an unknown key or a bad quote.
-func verify(t *testing.T, unit []byte, user bool) {
+func verify(t testing.TB, unit []byte, user bool) {
 	t.Helper()
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -197,6 +197,9 @@ func TestSystemUnitVerifies(t *testing.T) {
 	one("Unit", "StartLimitBurst", "5")
 	one("Service", "Restart", "on-failure")
 	one("Service", "RestartSec", "2s")
+	one("Service", "Type", "notify")
+	one("Service", "NotifyAccess", "main")
+	one("Service", "TimeoutStartSec", "5min")
 	one("Service", "ExecStart", execStartWant(spec.Executable))
 	one("Service", "ExecReload", "/bin/kill -HUP $MAINPID")
 	one("Service", "ProtectSystem", "strict")
@@ -257,10 +260,56 @@ func TestUserUnitVerifies(t *testing.T) {
 	if got := s["Install"]["WantedBy"]; len(got) != 1 || got[0] != "default.target" {
 		t.Errorf("WantedBy = %q", got)
 	}
-	if got := s["Service"]["Restart"]; len(got) != 1 || got[0] != "on-failure" {
-		t.Errorf("Restart = %q", got)
+	for key, want := range map[string]string{"Restart": "on-failure", "Type": "notify", "NotifyAccess": "main"} {
+		if got := s["Service"][key]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %s", key, got, want)
+		}
 	}
 }
+
+// TestVerifyCatchesABadValue proves verify (above) can fail on what the
+// notify protocol added to the unit: an unparsable Type= or
+// TimeoutStartSec= is refused, so the passing runs mean systemd accepts
+// ours.
+func TestVerifyCatchesABadValue(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	spec, _, err := BuildSpec(SpecOptions{Kind: Systemd, Scope: UserScope, Getenv: func(k string) string { return map[string]string{"HOME": "/home/x"}[k] },
+		ConfigPath: "/home/x/agent.toml", Executable: testExecutable(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := spec.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][2]string{{"TimeoutStartSec=5min", "TimeoutStartSec=five minutes"}, {"Type=notify", "Type=notifyy"}} {
+		unit := bytes.Replace(good, []byte(bad[0]), []byte(bad[1]), 1)
+		if bytes.Equal(unit, good) {
+			t.Fatalf("%s not in the unit", bad[0])
+		}
+		ft := &fakeT{TB: t}
+		func() {
+			defer func() { recover() }()
+			verify(ft, unit, true)
+		}()
+		if !ft.failed {
+			t.Errorf("verify accepted %s", bad[1])
+		}
+	}
+}
+
+// fakeT records a failure instead of failing the test.
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Errorf(string, ...any) { f.failed = true }
+func (f *fakeT) Fatalf(string, ...any) { f.failed = true; panic("fatal") }
+func (f *fakeT) Failed() bool          { return f.failed }
+func (f *fakeT) Logf(string, ...any)   {}
 
 func TestSystemdWord(t *testing.T) {
 	for _, tt := range []struct {

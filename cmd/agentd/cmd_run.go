@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/alert"
+	"github.com/stateguard/stateguard/internal/sdnotify"
 	"github.com/stateguard/stateguard/internal/version"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
@@ -70,25 +71,31 @@ func cmdRun(ctx context.Context, args []string) int {
 		}
 		return o
 	}
+	notify := newServiceNotify(log)
 	agent, err := supervisor.Start(ctx, opts(cfg))
 	if err != nil {
 		log.Error("agent did not start", "err", err)
 		return 1
 	}
+	notify.send(sdnotify.Ready)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
+			notify.send(sdnotify.Reloading())
 			next, err := service.Load(path, explicit)
 			if err != nil {
 				log.Error("config reload refused; keeping the running config", "err", err)
+				notify.send(sdnotify.Ready)
 				continue
 			}
 			override(next)
 			agent.Reload(opts(next))
+			notify.send(sdnotify.Ready)
 		case <-ctx.Done():
+			notify.send(sdnotify.Stopping)
 			closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := agent.Close(closeCtx)
 			cancel()
