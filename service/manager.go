@@ -255,6 +255,11 @@ func (m *Manager) Uninstall(ctx context.Context) (string, error) {
 	if err := os.Remove(path); err != nil {
 		return path, fmt.Errorf("remove %s: %w", path, err)
 	}
+	if kind, _ := m.kind(); kind == Systemd && m.Scope == SystemScope {
+		if err := m.removeHomesDropIn(); err != nil {
+			return path, err
+		}
+	}
 	return path, b.postUninstall(ctx)
 }
 

@@ -83,6 +83,23 @@ func TestManagerFindsPackagedUnit(t *testing.T) {
 		t.Fatalf("the packaged unit is gone: %v", err)
 	}
 
+	// --refresh on a packaged install: the drop-in goes into /etc, next
+	// to where an override would be, and the packaged unit stays.
+	spec := PackageSpec()
+	spec.ReadWritePaths = append(spec.ReadWritePaths, "-/srv")
+	dropIn, err := spec.RenderHomesDropIn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	where, err := m.WriteHomesDropIn(ctx, dropIn)
+	if err != nil || where != filepath.Join(filepath.Dir(override), UnitName+".d", HomesDropIn) {
+		t.Fatalf("WriteHomesDropIn = %s, %v", where, err)
+	}
+	rec.expect(t, "WriteHomesDropIn", "systemctl daemon-reload")
+	if b, _ := os.ReadFile(where); !strings.Contains(string(b), "ReadWritePaths=-/srv\n") {
+		t.Errorf("drop-in:\n%s", b)
+	}
+
 	if _, err := m.Install(ctx, []byte("[Service]\nExecStart=/usr/bin/agentd run --config /etc/x.toml\n"), InstallOptions{}); err != nil {
 		t.Fatalf("Install over the packaged unit: %v", err)
 	}

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
-	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -28,6 +25,8 @@ type SpecOptions struct {
 	// writable in the system unit. The config's homes and stores are
 	// added to it.
 	Discover store.DiscoverOptions
+	// Host names the files that say where users' homes are created.
+	Host HostFiles
 }
 
 // BuildSpec resolves everything the unit or plist names. Homes it cannot
@@ -68,7 +67,7 @@ func BuildSpec(o SpecOptions) (Spec, []store.Problem, error) {
 
 	var problems []store.Problem
 	if kind == Systemd && o.Scope == SystemScope {
-		spec.ReadWritePaths, problems = writablePaths(cfg, getenv, o.Discover)
+		spec.ReadWritePaths, problems = WritablePaths(cfg, getenv, o.Discover, o.Host)
 	}
 	if kind == Launchd {
 		if spec.LogPath, err = launchdLogPath(o.Scope, getenv); err != nil {
@@ -104,72 +103,6 @@ func executable(p string) (string, error) {
 		abs = real
 	}
 	return abs, nil
-}
-
-// writablePaths lists what the system unit must be able to write besides
-// its StateDirectory and RuntimeDirectory: every Hermes home (captures and
-// diverted rows go next to the stores, replays write into them), the
-// directories of configured stores, and state_dir or the socket's
-// directory when the config moves them away from the defaults.
-//
-// Homes get a "-" prefix: a home removed after install must not keep the
-// agent from starting. A moved state or socket directory does not, since
-// the agent cannot run without it; Install creates it.
-func writablePaths(cfg *Config, getenv func(string) string, d store.DiscoverOptions) ([]string, []store.Problem) {
-	d.ExtraHomes = append(append([]string(nil), d.ExtraHomes...), cfg.Homes...)
-	if d.Getenv == nil {
-		d.Getenv = getenv
-	}
-	if cfg.DiscoverUsers != nil && !*cfg.DiscoverUsers {
-		d.CurrentUserOnly = true
-	} else if !d.CurrentUserOnly {
-		// The service runs as root and scans every user's home, whoever
-		// runs install --print.
-		d.AllUsers = true
-	}
-	homes, problems := store.DiscoverHomes(d)
-	seen := map[string]bool{}
-	var out []string
-	add := func(p string) {
-		if !seen[strings.TrimPrefix(p, "-")] {
-			seen[strings.TrimPrefix(p, "-")] = true
-			out = append(out, p)
-		}
-	}
-	var dirs []string
-	for _, h := range homes {
-		dirs = append(dirs, h.Root)
-	}
-	for _, s := range cfg.Stores {
-		dir := filepath.Dir(s.Path)
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = real
-		}
-		dirs = append(dirs, dir)
-	}
-	sort.Strings(dirs)
-	for _, d := range dirs {
-		add("-" + d)
-	}
-	for _, p := range ownDirs(cfg, getenv) {
-		add(p)
-	}
-	return out, problems
-}
-
-// ownDirs are the state and socket directories the config moved away
-// from the system unit's StateDirectory and RuntimeDirectory.
-func ownDirs(cfg *Config, getenv func(string) string) []string {
-	var out []string
-	if cfg.StateDir != "" && filepath.Clean(cfg.StateDir) != control.DefaultStateDir(getenv, 0) {
-		out = append(out, filepath.Clean(cfg.StateDir))
-	}
-	if cfg.Socket != "" {
-		if dir := filepath.Dir(cfg.Socket); dir != control.DefaultRuntimeDir(getenv, 0) {
-			out = append(out, dir)
-		}
-	}
-	return out
 }
 
 func launchdLogPath(s Scope, getenv func(string) string) (string, error) {

@@ -70,6 +70,7 @@ func newDoctorFixture(t *testing.T) *doctorFixture {
 			PasswdPath: filepath.Join(base, "passwd"), Getenv: func(string) string { return "" },
 		},
 		unitPaths: []string{unit},
+		unitDirs:  []string{filepath.Join(base, "units")},
 		now:       time.Now(),
 		timeout:   2 * time.Second,
 	}
@@ -121,7 +122,7 @@ func expectStatus(t *testing.T, got map[string]checkResult, name string, want ch
 func TestDoctorHealthy(t *testing.T) {
 	f := newDoctorFixture(t)
 	got := f.run(t)
-	for _, name := range []string{"config", "privileges", "proc hidepid", "holder verdict", "inotify", "sqlite", "service", "state dir", "stores", "captures", "replay jobs", "guard"} {
+	for _, name := range []string{"config", "privileges", "proc hidepid", "holder verdict", "inotify", "sqlite", "service", "writable", "state dir", "stores", "captures", "replay jobs", "guard"} {
 		expectStatus(t, got, name, statusOK, "")
 	}
 	// The daemon is not running: a warning, not a failure.

@@ -63,8 +63,14 @@ type doctorInput struct {
 	// unitPaths are the service files that count as installed; nil means
 	// the native manager's system and user paths.
 	unitPaths []string
-	now       time.Time
-	timeout   time.Duration // for the daemon probe
+	// unitDirs are where the system unit and its drop-ins are looked for
+	// (nil: systemd's own directories); agentdMountinfo is the running
+	// agentd's mountinfo ("": /proc/<pid>/mountinfo of the agentd whose
+	// pid the lock file holds).
+	unitDirs        []string
+	agentdMountinfo string
+	now             time.Time
+	timeout         time.Duration // for the daemon probe
 }
 
 // doctorHost is what the checks learned once and share.
@@ -96,6 +102,7 @@ func runDoctor(ctx context.Context, in doctorInput) []checkResult {
 	out = append(out, checkSQLite(ctx))
 	out = append(out, checkDaemon(ctx, in, cfg))
 	out = append(out, checkServiceInstalled(in))
+	out = append(out, checkServiceWritable(in, h.homes, h.stateDir))
 	out = append(out, checkStateDir(h.stateDir, in.euid))
 	out = append(out, checkStores(h.stores, h.problems))
 	out = append(out, checkCaptures(h.stores, h.journal))

@@ -87,11 +87,15 @@ func newAgentdRig(t *testing.T, extra string) *agentdRig {
 // stderr goes to a file, shown when the test fails.
 func (r *agentdRig) start(t *testing.T, env ...string) *agentdProc {
 	t.Helper()
+	return r.startCmd(t, exec.Command(agentdBinary(t), "run", "--config", r.config), env...)
+}
+
+func (r *agentdRig) startCmd(t *testing.T, cmd *exec.Cmd, env ...string) *agentdProc {
+	t.Helper()
 	stderr, err := os.CreateTemp(r.dir, "agentd-stderr-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(agentdBinary(t), "run", "--config", r.config)
 	cmd.Env = append([]string{"HOME=" + r.dir, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
@@ -145,4 +149,99 @@ func (p *agentdProc) logHas(parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// sandboxScript emulates what ProtectSystem=strict with ReadWritePaths=
+// does to agentd, restricted to one directory tree: in a private mount
+// namespace, root is bind-mounted read-only onto itself, then each
+// writable path inside it is bind-mounted read-write onto itself, and
+// agentd is exec'd (same pid as the unshare child). $1 is root, then the
+// writable paths, "--", the command.
+const sandboxScript = `set -e
+root=$1; shift
+mount --bind "$root" "$root"
+mount -o remount,bind,ro "$root"
+while [ "$1" != "--" ]; do
+	mount --bind "$1" "$1"
+	mount -o remount,bind,rw "$1"
+	shift
+done
+shift
+exec "$@"
+`
+
+// startSandboxed runs agentd as start does, inside the sandbox: root
+// read-only but for rw (paths outside root are left alone, a missing
+// one is skipped like a "-" entry).
+func (r *agentdRig) startSandboxed(t *testing.T, root string, rw []string, env ...string) *agentdProc {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare (util-linux) is not installed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mount namespaces with bind mounts need root")
+	}
+	args := []string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", sandboxScript, "sh", root}
+	for _, p := range rw {
+		p = strings.TrimPrefix(p, "-")
+		if _, err := os.Stat(p); err == nil && strings.HasPrefix(p+"/", root+"/") {
+			args = append(args, p)
+		}
+	}
+	args = append(args, "--", agentdBinary(t), "run", "--config", r.config)
+	return r.startCmd(t, exec.Command(unshare, args...), env...)
+}
+
+// waitLog polls the agent's log until a line has every part, or the
+// deadline passes; it returns that line.
+func (p *agentdProc) waitLog(t *testing.T, timeout time.Duration, parts ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, line := range strings.Split(p.log(), "\n") {
+			ok := line != ""
+			for _, s := range parts {
+				ok = ok && strings.Contains(line, s)
+			}
+			if ok {
+				return line
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("agentd exited (%v) before logging %q", p.err, parts)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q within %v", parts, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var (
+	agentctlOnce sync.Once
+	agentctlPath string
+	agentctlErr  error
+)
+
+func agentctlBinary(t *testing.T) string {
+	t.Helper()
+	agentctlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stateguard-agentctl-")
+		if err != nil {
+			agentctlErr = err
+			return
+		}
+		agentctlPath = filepath.Join(dir, "agentctl")
+		out, err := exec.Command("go", "build", "-o", agentctlPath, "github.com/stateguard/stateguard/cmd/agentctl").CombinedOutput()
+		if err != nil {
+			agentctlErr = fmt.Errorf("build agentctl: %v\n%s", err, out)
+		}
+	})
+	if agentctlErr != nil {
+		t.Fatal(agentctlErr)
+	}
+	return agentctlPath
 }

@@ -21,6 +21,7 @@ type serviceDeps struct {
 	geteuid        func() int
 	executable     string // "" means this program
 	discover       store.DiscoverOptions
+	host           service.HostFiles
 	detect         func() (service.ManagerKind, error)
 	// manager returns the Manager for a scope; kind is "" unless the
 	// operator named one.
@@ -66,7 +67,8 @@ func cmdInstall(ctx context.Context, args []string, d serviceDeps) int {
 	user := scopeFlag(fs)
 	configPath := fs.String("config", "", "config file the service runs with (default "+service.SystemConfigPath+", or $XDG_CONFIG_HOME/stateguard/agent.toml with --user)")
 	print := fs.Bool("print", false, "write the unit or plist to stdout instead of installing it")
-	force := fs.Bool("force", false, "replace an installed unit or plist (after adding a Hermes home or moving agentd)")
+	force := fs.Bool("force", false, "replace an installed unit or plist (after moving agentd or its config)")
+	refresh := fs.Bool("refresh", false, "rewrite only the system unit's homes drop-in ("+service.HomesDropIn+") from the password database and the config; for a packaged unit too")
 	manager := fs.String("manager", "", "systemd or launchd (default: the one running this host; with --print, this OS's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -105,17 +107,20 @@ func cmdInstall(ctx context.Context, args []string, d serviceDeps) int {
 	}
 	spec, problems, err := service.BuildSpec(service.SpecOptions{
 		Kind: kind, Scope: scope, Config: cfg, ConfigPath: path,
-		Executable: d.executable, Getenv: d.getenv, Discover: d.discover,
+		Executable: d.executable, Getenv: d.getenv, Discover: d.discover, Host: d.host,
 	})
-	if err != nil {
-		return d.fail("%v", err)
-	}
-	unit, err := spec.Render()
 	if err != nil {
 		return d.fail("%v", err)
 	}
 	for _, p := range problems {
 		fmt.Fprintf(d.stderr, "agentd install: note: %v\n", p)
+	}
+	if *refresh {
+		return installRefresh(ctx, d, cfg, spec, *print)
+	}
+	unit, err := spec.Render()
+	if err != nil {
+		return d.fail("%v", err)
 	}
 	if *print {
 		if _, err := d.stdout.Write(unit); err != nil {
@@ -153,6 +158,34 @@ func cmdInstall(ctx context.Context, args []string, d serviceDeps) int {
 	if len(spec.ReadWritePaths) > 0 {
 		fmt.Fprintf(d.stdout, "writable for the service: %s\n", strings.Join(spec.ReadWritePaths, " "))
 	}
+	return 0
+}
+
+// installRefresh writes the homes drop-in: what `agentd install` would
+// make writable today, added to the installed unit without replacing it.
+func installRefresh(ctx context.Context, d serviceDeps, cfg *service.Config, spec service.Spec, print bool) int {
+	dropIn, err := spec.RenderHomesDropIn()
+	if err != nil {
+		return d.fail("install --refresh: %v", err)
+	}
+	if print {
+		if _, err := d.stdout.Write(dropIn); err != nil {
+			return d.fail("write drop-in: %v", err)
+		}
+		return 0
+	}
+	if d.geteuid() != 0 {
+		return d.fail("install --refresh writes into /etc/systemd/system: run it as root (sudo agentd install --refresh)")
+	}
+	if err := service.PrepareDirs(cfg); err != nil {
+		return d.fail("%v", err)
+	}
+	path, err := d.manager(spec.Kind, spec.Scope).WriteHomesDropIn(ctx, dropIn)
+	if err != nil {
+		return d.fail("install --refresh: %v", err)
+	}
+	fmt.Fprintf(d.stdout, "wrote %s; writable for the service: %s\n", path, strings.Join(spec.ReadWritePaths, " "))
+	fmt.Fprintln(d.stdout, "the paths apply when agentd starts: `agentd restart` (nothing is watched for the second it takes)")
 	return 0
 }
 

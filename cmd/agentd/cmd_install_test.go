@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,7 @@ type testDeps struct {
 	rec            *cmdRecorder
 	unitDir        string
 	home           string
+	passwd         string
 }
 
 // newTestDeps points the verbs at a fake root: HOME and the config under
@@ -54,8 +56,10 @@ func newTestDeps(t *testing.T, euid int) *testDeps {
 	}
 	passwd := filepath.Join(base, "passwd")
 	os.WriteFile(passwd, []byte("alice:x:1000:1000::"+home+":/bin/sh\n"), 0o644)
+	useradd := filepath.Join(base, "useradd")
+	os.WriteFile(useradd, []byte("HOME="+filepath.Dir(home)+"\n"), 0o644)
 	env := map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(base, "config")}
-	td := &testDeps{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, rec: &cmdRecorder{}, unitDir: filepath.Join(base, "units"), home: home}
+	td := &testDeps{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, rec: &cmdRecorder{}, unitDir: filepath.Join(base, "units"), home: home, passwd: passwd}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +71,7 @@ func newTestDeps(t *testing.T, euid int) *testDeps {
 		detect:     func() (service.ManagerKind, error) { return service.Systemd, nil },
 		executable: exe,
 		discover:   store.DiscoverOptions{UserHome: filepath.Join(base, "nobody"), PasswdPath: passwd, Getenv: func(string) string { return "" }},
+		host:       service.HostFiles{LoginDefs: filepath.Join(base, "no-login.defs"), UseraddDefaults: useradd},
 		manager: func(kind service.ManagerKind, scope service.Scope) *service.Manager {
 			if kind == "" {
 				kind = service.Systemd
@@ -122,9 +127,10 @@ func TestInstallPrintVerifies(t *testing.T) {
 			if !bytes.Contains(unit, []byte("run --config "+cfg+"\n")) {
 				t.Errorf("ExecStart does not run with --config %s:\n%s", cfg, unit)
 			}
-			wantHome := "ReadWritePaths=-" + filepath.Join(td.home, ".hermes") + "\n"
+			// The directory the homes live in, not the home found today.
+			wantHome := "ReadWritePaths=-" + filepath.Dir(td.home) + "\n"
 			if has := bytes.Contains(unit, []byte(wantHome)); has == user {
-				t.Errorf("user=%v: ReadWritePaths for the discovered home present=%v:\n%s", user, has, unit)
+				t.Errorf("user=%v: ReadWritePaths for the homes' parent present=%v:\n%s", user, has, unit)
 			}
 		})
 	}
@@ -258,5 +264,98 @@ func TestInstallRefusals(t *testing.T) {
 	}
 	if len(td.rec.calls) > 0 {
 		t.Errorf("refused installs ran %q", td.rec.calls)
+	}
+}
+
+// TestInstallRefresh: a user added after install whose home is not under
+// a directory the unit already makes writable (here /srv/carol) gets in
+// through the homes drop-in, without replacing the unit; systemd-analyze
+// verify reads the unit with the drop-in; uninstall removes both.
+func TestInstallRefresh(t *testing.T) {
+	ctx := context.Background()
+	td := newTestDeps(t, 0)
+	td.executable = "/usr/local/bin/agentd"
+	cfgPath := filepath.Join(t.TempDir(), "agent.toml")
+	os.WriteFile(cfgPath, nil, 0o644)
+	run := func(args ...string) int {
+		td.stdout.Reset()
+		td.stderr.Reset()
+		td.rec.calls = nil
+		return cmdInstall(ctx, append(args, "--config", cfgPath), td.serviceDeps)
+	}
+	if code := run("--refresh"); code != 1 || !strings.Contains(td.stderr.String(), "not installed") {
+		t.Errorf("refresh before install: %d %s", code, td.stderr)
+	}
+	if code := run(); code != 0 {
+		t.Fatalf("install: %d %s", code, td.stderr)
+	}
+	unitPath := filepath.Join(td.unitDir, service.UnitName)
+	unit, _ := os.ReadFile(unitPath)
+
+	carol := filepath.Join(filepath.Dir(filepath.Dir(td.home)), "srv", "carol")
+	if err := os.MkdirAll(filepath.Join(carol, ".hermes"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(td.passwd, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "carol:x:1001:1001::%s:/bin/sh\n", carol)
+	f.Close()
+
+	if code := run("--refresh", "--print"); code != 0 || len(td.rec.calls) > 0 {
+		t.Fatalf("refresh --print: %d %s %q", code, td.stderr, td.rec.calls)
+	}
+	printed := td.stdout.String()
+	want := "ReadWritePaths=-" + filepath.Dir(carol) + "\n"
+	if !strings.Contains(printed, want) || !strings.Contains(printed, "ReadWritePaths=-"+filepath.Dir(td.home)+"\n") {
+		t.Errorf("drop-in lacks %s or alice's parent:\n%s", want, printed)
+	}
+	if code := run("--refresh"); code != 0 {
+		t.Fatalf("refresh: %d %s", code, td.stderr)
+	}
+	if got := strings.Join(td.rec.calls, "\n"); got != "systemctl daemon-reload" {
+		t.Errorf("refresh ran %q, want only a daemon-reload", got)
+	}
+	dropIn := filepath.Join(td.unitDir, service.UnitName+".d", service.HomesDropIn)
+	b, err := os.ReadFile(dropIn)
+	if err != nil || string(b) != printed {
+		t.Errorf("drop-in %s (%v) differs from --print:\n%s", dropIn, err, b)
+	}
+	if after, _ := os.ReadFile(unitPath); !bytes.Equal(after, unit) {
+		t.Errorf("refresh rewrote the unit")
+	}
+	if !strings.Contains(td.stdout.String(), "agentd restart") {
+		t.Errorf("refresh does not say a restart applies it: %s", td.stdout)
+	}
+
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		dir := t.TempDir()
+		u := bytes.Replace(unit, []byte("ExecStart=/usr/local/bin/agentd"), []byte("ExecStart="+agentdBinary(t)), 1)
+		os.WriteFile(filepath.Join(dir, service.UnitName), u, 0o644)
+		os.MkdirAll(filepath.Join(dir, service.UnitName+".d"), 0o755)
+		os.WriteFile(filepath.Join(dir, service.UnitName+".d", service.HomesDropIn), b, 0o644)
+		out, err := exec.Command(sa, "verify", filepath.Join(dir, service.UnitName)).CombinedOutput()
+		if err != nil || bytes.Contains(out, []byte(service.UnitName)) {
+			t.Errorf("systemd-analyze verify of the unit with its drop-in: %v\n%s", err, out)
+		}
+	}
+
+	if code := cmdUninstall(ctx, nil, td.serviceDeps); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, td.stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(dropIn)); !os.IsNotExist(err) {
+		t.Errorf("uninstall left %s: %v", filepath.Dir(dropIn), err)
+	}
+}
+
+func TestInstallRefreshOnlySystemd(t *testing.T) {
+	td := newTestDeps(t, 1000)
+	for _, args := range [][]string{{"--refresh", "--user", "--print"}, {"--refresh", "--manager", "launchd", "--print"}} {
+		td.stderr.Reset()
+		if code := cmdInstall(context.Background(), args, td.serviceDeps); code != 1 || !strings.Contains(td.stderr.String(), "only the system-wide systemd unit") {
+			t.Errorf("%q: %d %s", args, code, td.stderr)
+		}
+	}
+	td.stderr.Reset()
+	if code := cmdInstall(context.Background(), []string{"--refresh"}, td.serviceDeps); code != 1 || !strings.Contains(td.stderr.String(), "as root") {
+		t.Errorf("refresh as uid 1000: %d %s", code, td.stderr)
 	}
 }
