@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -96,7 +99,13 @@ func (r *agentdRig) startCmd(t *testing.T, cmd *exec.Cmd, env ...string) *agentd
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Env = append([]string{"HOME=" + r.dir, "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = []string{"HOME=" + r.dir, "PATH=" + os.Getenv("PATH")}
+	for _, e := range env {
+		if e == journalStreamOfStderr {
+			e = "JOURNAL_STREAM=" + streamOf(t, stderr)
+		}
+		cmd.Env = append(cmd.Env, e)
+	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -244,4 +253,18 @@ func agentctlBinary(t *testing.T) string {
 		t.Fatal(agentctlErr)
 	}
 	return agentctlPath
+}
+
+// journalStreamOfStderr, given to start, sets $JOURNAL_STREAM to the
+// device and inode of agentd's stderr, as systemd does for a service
+// whose output goes to the journal.
+const journalStreamOfStderr = "JOURNAL_STREAM=<stderr>"
+
+func streamOf(t *testing.T, f *os.File) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatUint(uint64(st.Dev), 10) + ":" + strconv.FormatUint(st.Ino, 10)
 }
