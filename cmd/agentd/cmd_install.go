@@ -128,20 +128,26 @@ func cmdInstall(ctx context.Context, args []string, d serviceDeps) int {
 		}
 		return 0
 	}
+	return installUnit(ctx, d, cfg, spec, unit, !explicit, *force)
+}
 
+// installUnit writes the unit or plist, and the default config when the
+// operator named none and there is none yet.
+func installUnit(ctx context.Context, d serviceDeps, cfg *service.Config, spec service.Spec, unit []byte, defaultConfig, force bool) int {
+	kind, scope := spec.Kind, spec.Scope
 	if scope == service.SystemScope && d.geteuid() != 0 {
 		return d.fail("installing the system-wide service needs root: run `sudo agentd install`, or `agentd install --user` for your own stores")
 	}
 	if kind == service.Systemd && scope == service.SystemScope && underTmp(spec.Executable) {
 		return d.fail("%s is under a temporary directory, which the unit hides (PrivateTmp=yes): copy agentd to /usr/local/bin and install from there", spec.Executable)
 	}
-	if !explicit {
-		created, err := service.EnsureConfig(path)
+	if defaultConfig {
+		created, err := service.EnsureConfig(spec.ConfigPath)
 		if err != nil {
 			return d.fail("%v", err)
 		}
 		if created {
-			fmt.Fprintf(d.stdout, "wrote %s (defaults; edit it and `agentd restart%s`)\n", path, userHint(scope))
+			fmt.Fprintf(d.stdout, "wrote %s (defaults; edit it and `agentd restart%s`)\n", spec.ConfigPath, userHint(scope))
 		}
 	}
 	if scope == service.SystemScope {
@@ -149,8 +155,7 @@ func cmdInstall(ctx context.Context, args []string, d serviceDeps) int {
 			return d.fail("%v", err)
 		}
 	}
-	m := d.manager(kind, scope)
-	installed, err := m.Install(ctx, unit, service.InstallOptions{Force: *force})
+	installed, err := d.manager(kind, scope).Install(ctx, unit, service.InstallOptions{Force: force})
 	if err != nil {
 		return d.fail("install: %v", err)
 	}

@@ -69,19 +69,17 @@ func TestJournalFields(t *testing.T) {
 	}
 }
 
-// TestJournalFieldsRealJournald sends agentd's records to the real
-// systemd-journald (run in a private mount namespace, so the host's
-// journal is untouched) and selects them with the real journalctl, as an
-// operator would.
-func TestJournalFieldsRealJournald(t *testing.T) {
+// startJournald runs the real systemd-journald as root in a private mount
+// namespace: its /run/systemd, /run/log and journald.conf (volatile
+// storage) are directories of the test, so the host's journal is
+// untouched. It returns the native socket and the journal directory.
+func startJournald(t *testing.T) (socket, journalDir string) {
+	t.Helper()
 	journald := "/lib/systemd/systemd-journald"
-	journalctl, err := exec.LookPath("journalctl")
-	if _, serr := os.Stat(journald); serr != nil || err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root, systemd-journald and journalctl (Debian package systemd)")
-	}
+	_, jcErr := exec.LookPath("journalctl")
 	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("unshare is not installed")
+	if _, serr := os.Stat(journald); serr != nil || jcErr != nil || err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root, unshare, systemd-journald and journalctl (Debian package systemd)")
 	}
 	base, err := os.MkdirTemp("", "sg-svc2-jd-") // short: a unix socket path lives under it
 	if err != nil {
@@ -93,7 +91,6 @@ func TestJournalFieldsRealJournald(t *testing.T) {
 	for _, d := range []string{run, logs} {
 		os.MkdirAll(d, 0o755)
 	}
-	// Volatile storage: entries stay under /run/log, which is ours here.
 	os.WriteFile(conf, []byte("[Journal]\nStorage=volatile\nForwardToSyslog=no\nForwardToWall=no\n"), 0o644)
 	script := `set -e
 mount --bind "$1" /run/systemd
@@ -107,54 +104,53 @@ exec "$4"`
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { jd.Process.Kill(); jd.Wait() })
-	sock := filepath.Join(run, "journal", "socket")
+	socket = filepath.Join(run, "journal", "socket")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := os.Stat(sock); err == nil {
-			break
+		if _, err := os.Stat(socket); err == nil {
+			return socket, filepath.Join(logs, "journal")
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(jdOut.Name())
-			t.Fatalf("systemd-journald did not create %s:\n%s", sock, b)
+			t.Fatalf("systemd-journald did not create %s:\n%s", socket, b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
 
-	rig := newAgentdRig(t, "")
-	p := rig.start(t, journalStreamOfStderr, "STATEGUARD_JOURNAL_SOCKET="+sock)
-	query := func(match ...string) []map[string]any {
-		args := append([]string{"-D", filepath.Join(logs, "journal"), "-o", "json", "--no-pager"}, match...)
-		out, err := exec.Command(journalctl, args...).Output()
-		if err != nil && len(out) == 0 {
-			return nil // no journal file yet
-		}
-		var entries []map[string]any
+// journalctlWait runs journalctl on dir with the matches until it finds
+// an entry (as JSON), or fails the test after a minute.
+func journalctlWait(t *testing.T, dir string, match ...string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _ := exec.Command("journalctl", append([]string{"-D", dir, "-o", "json", "--no-pager"}, match...)...).Output()
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			var e map[string]any
 			if json.Unmarshal([]byte(line), &e) == nil {
-				entries = append(entries, e)
+				return e
 			}
 		}
-		return entries
-	}
-	waitQuery := func(match ...string) map[string]any {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if es := query(match...); len(es) > 0 {
-				return es[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("journalctl %q found nothing", match)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("journalctl %q found nothing", match)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestJournalFieldsRealJournald sends agentd's records to the real
+// systemd-journald and selects them with the real journalctl, as an
+// operator would.
+func TestJournalFieldsRealJournald(t *testing.T) {
+	sock, dir := startJournald(t)
+	rig := newAgentdRig(t, "")
+	p := rig.start(t, journalStreamOfStderr, "STATEGUARD_JOURNAL_SOCKET="+sock)
 	db := filepath.Join(rig.home, "state.db")
-	incidentUnderAgent(t, rig, func() { waitQuery("EVENT=guard.armed", "STORE="+db) })
-	e := waitQuery("SYSLOG_IDENTIFIER=agentd", "EVENT=incident.opened", "STORE="+db)
-	if e["PRIORITY"] != "3" || e["INCIDENT"] == nil || e["_TRANSPORT"] != "journal" || e["_PID"] != strconv.Itoa(p.cmd.Process.Pid) {
+	incidentUnderAgent(t, rig, func() { journalctlWait(t, dir, "EVENT=guard.armed", "STORE="+db) })
+	e := journalctlWait(t, dir, "SYSLOG_IDENTIFIER=agentd", "EVENT=incident.opened", "STORE="+db)
+	inc, _ := e["INCIDENT"].(string)
+	if e["PRIORITY"] != "3" || inc == "" || e["_TRANSPORT"] != "journal" || e["_PID"] != strconv.Itoa(p.cmd.Process.Pid) {
 		t.Errorf("journalctl EVENT=incident.opened: %v", e)
 	}
-	waitQuery("EVENT=capture.written", "INCIDENT="+e["INCIDENT"].(string))
+	journalctlWait(t, dir, "EVENT=capture.written", "INCIDENT="+inc)
 }
