@@ -72,15 +72,17 @@ func cmdRun(ctx context.Context, args []string) int {
 		return o
 	}
 	notify := newServiceNotify(log)
+	// Before READY=1: systemd may send SIGHUP (systemctl reload) as soon
+	// as it has it, and SIGHUP's default action would end the agent.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	agent, err := supervisor.Start(ctx, opts(cfg))
 	if err != nil {
 		log.Error("agent did not start", "err", err)
 		return 1
 	}
 	notify.send(sdnotify.Ready)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:

@@ -32,6 +32,13 @@ func incidentUnderAgent(t *testing.T, rig *agentdRig, ready func()) string {
 // `journalctl EVENT=incident.opened STORE=...` carries the incident.
 func TestJournalFields(t *testing.T) {
 	j := journaldtest.Listen(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range j.All() {
+				t.Logf("journal: %s", e.Get("MESSAGE"))
+			}
+		}
+	})
 	rig := newAgentdRig(t, "")
 	p := rig.start(t, journalStreamOfStderr, "STATEGUARD_JOURNAL_SOCKET="+j.Socket)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -103,7 +110,14 @@ exec "$4"`
 	if err := jd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { jd.Process.Kill(); jd.Wait() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := exec.Command("journalctl", "-D", filepath.Join(logs, "journal"), "-o", "short-precise", "--no-pager").CombinedOutput()
+			t.Logf("what agentd sent to the journal:\n%s", out)
+		}
+		jd.Process.Kill()
+		jd.Wait()
+	})
 	socket = filepath.Join(run, "journal", "socket")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
