@@ -32,11 +32,12 @@
 //	pinned        -> released needs_action captured failed
 //	released      -> captured needs_action failed
 //	needs_action  -> released captured failed
-//	captured      -> diverted resolved failed
-//	diverted      -> replaying failed
+//	captured      -> diverted resolved unrecoverable
+//	diverted      -> replaying unrecoverable
 //	replaying     -> resolved failed
 //	resolved      (terminal)
 //	failed        (terminal)
+//	unrecoverable (terminal)
 //
 // The main line, drawn:
 //
@@ -44,8 +45,11 @@
 //	                  │    ▲      │    ▲
 //	                  └─▶ needs_action ┘     a capture failed; retried
 //
-// and failed from any state but the terminal ones, when the agent gives
-// up (it says why).
+// and failed from the states before the capture and from replaying, when
+// the agent gives up (it says why); unrecoverable from the divert, when the capture
+// cannot be used (its WAL fits no main and its page images gave nothing,
+// or the divert kept failing): the loss is counted and the raw files are
+// kept, and nothing retries.
 //
 // # The protocol
 //
@@ -85,7 +89,10 @@
 //	captured:                                                stepDivert
 //	    generic store: nothing to replay                     → resolved
 //	    divert the rows only the capture has, as Hermes JSONL → diverted
-//	        failed: retry every 30 s; the 5th failure          → failed
+//	        its WAL fits no main: rows from the WAL's page
+//	            images (walsalvage), the rest counted         → diverted
+//	            nothing usable                                → unrecoverable
+//	        failed: retry every 30 s; the 5th failure          → unrecoverable
 //
 //	diverted:                                                stepQueue
 //	    one replay job per session file                      → replaying
@@ -111,10 +118,10 @@
 //
 // # Extending it
 //
-// A new incident kind (rewritten) is one more kindSpec (what to prepare
-// while frozen, how the capture treats the main). A new terminal state
-// (unrecoverable) is one more table entry with terminal set, named in the
-// next list of the states that reach it, and in the drawing above. A
+// A new incident kind is one more kindSpec (what to prepare while frozen,
+// how the capture treats the main). A new terminal state is one more
+// table entry with terminal set, named in the next list of the states
+// that reach it, and in the drawing above. A
 // per-step identity check (is every pin still the inode recorded, is the
 // profile directory still the one discovered) is an entry's verify func:
 // it runs before the step and sends the incident to needs_action.

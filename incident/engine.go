@@ -14,6 +14,7 @@ import (
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/walsalvage"
 )
 
 // Procs is what the engine does to the processes holding an orphan and
@@ -47,6 +48,10 @@ type Salvage interface {
 	Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error)
 	Capture(context.Context, recovery.CaptureSource, recovery.CaptureRequest) (recovery.Capture, error)
 	Divert(context.Context, recovery.DivertRequest) (recovery.DivertReport, error)
+	// DivertWALImages diverts the rows of a capture whose WAL fits no
+	// main (recovery.ErrCaptureUnpaired) from the WAL's page images, and
+	// reports what it could not read.
+	DivertWALImages(context.Context, recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error)
 }
 
 // Scanner re-inspects the processes known to hold a store (the holder

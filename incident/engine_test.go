@@ -136,10 +136,32 @@ var scenarios = []scenario{
 		r.salv.failDivert = 1
 		return r.open(journal.KindReplaced, PolicyKill, r.writer(110, true, false))
 	}},
-	{name: "divert keeps failing", want: failed, run: func(r *rig) string {
+	{name: "divert keeps failing", want: unrecoverable, run: func(r *rig) string {
 		r.salv.failDivert = maxDivertFails
 		return r.open(journal.KindReplaced, PolicyKill, r.writer(111, true, false))
-	}, check: func(t *testing.T, r *rig, inc journal.Incident) { wantError(t, inc, "divert failed 5 times") }},
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantError(t, inc, "divert failed 5 times")
+		wantError(t, inc, "raw files are kept in "+inc.Detail.CapturePath)
+	}},
+	{name: "WAL fits no main: salvaged from its page images", want: resolved, run: func(r *rig) string {
+		r.salv.unpaired = true
+		return r.open(journal.KindRewritten, PolicyKill, r.writer(113, true, false))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		sv := inc.Detail.Salvage
+		if sv == nil || sv.Messages != 3 || sv.LostMessages != 1 || sv.RawFiles != inc.Detail.CapturePath {
+			t.Fatalf("salvage record %+v, capture %s", sv, inc.Detail.CapturePath)
+		}
+	}},
+	{name: "WAL fits no main, page images unreadable", want: unrecoverable, run: func(r *rig) string {
+		r.salv.unpaired, r.salv.failSalvage = true, true
+		return r.open(journal.KindSidecarLost, PolicyKill, r.writer(114, false, true))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantError(t, inc, "page images could not be diverted")
+		wantError(t, inc, "raw files are kept in")
+		if len(r.salv.captures) == 0 {
+			t.Fatal("no capture was written")
+		}
+	}},
 	{name: "replay job fails", want: failed, run: func(r *rig) string {
 		id := r.open(journal.KindReplaced, PolicyKill, r.writer(112, true, false))
 		if n := r.runJobs(true); n != 1 {

@@ -16,4 +16,10 @@ const (
 	EventDivertFailed        = "divert.failed"
 	EventReplayQueued        = "replay.queued"
 	EventIncidentResolved    = "incident.resolved"
+	// EventIncidentUnrecoverable: the capture could not be used; the
+	// record names what was lost and where the raw files are kept.
+	EventIncidentUnrecoverable = "incident.unrecoverable"
+	// EventSalvaged: rows were read from a capture's WAL page images
+	// because the WAL fits no main.
+	EventSalvaged = "capture.salvaged"
 )

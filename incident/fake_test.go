@@ -15,6 +15,7 @@ import (
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/walsalvage"
 )
 
 // The machine's tests run the engine against a real journal and fakes of
@@ -187,7 +188,10 @@ type fakeSalvage struct {
 	failCapture int
 	failDivert  int
 	failSnap    int
-	captures    []string // phase of every capture written, in order
+	// unpaired: every capture's WAL fits no main; failSalvage: and its
+	// page images cannot be read either.
+	unpaired, failSalvage bool
+	captures              []string // phase of every capture written, in order
 	n           int
 	cuts        map[string]time.Time // the ReplacedAt of each incident's first divert
 }
@@ -238,7 +242,10 @@ func (s *fakeSalvage) Divert(_ context.Context, r recovery.DivertRequest) (recov
 	defer s.mu.Unlock()
 	if s.failDivert > 0 {
 		s.failDivert--
-		return recovery.DivertReport{}, errors.New("divert: capture is malformed")
+		return recovery.DivertReport{}, errors.New("divert: healthy store busy")
+	}
+	if s.unpaired {
+		return recovery.DivertReport{}, fmt.Errorf("%w: %s: database disk image is malformed", recovery.ErrCaptureUnpaired, r.Capture)
 	}
 	// recovery.Divert refuses to divert an incident again with another cut.
 	if s.cuts == nil {
@@ -251,6 +258,19 @@ func (s *fakeSalvage) Divert(_ context.Context, r recovery.DivertRequest) (recov
 	dir := filepath.Join(r.ProfileHome, "sessions", "recovered", r.IncidentID)
 	f := recovery.DivertFile{Path: filepath.Join(dir, "s1.jsonl"), SessionID: "s1", Rows: 3}
 	return recovery.DivertReport{Dir: dir, Sessions: 1, ReplayRows: 3, Files: []recovery.DivertFile{f}}, nil
+}
+
+func (s *fakeSalvage) DivertWALImages(_ context.Context, r recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep := &walsalvage.Report{Frames: 9, FramesCommitted: 8, Pages: 4,
+		Rows: walsalvage.TableCounts{Messages: 3}, Unrecoverable: walsalvage.TableCounts{Messages: 1}, SessionsSeen: []string{"s1"}}
+	if s.failSalvage {
+		return recovery.DivertReport{}, nil, fmt.Errorf("salvage %s: not a WAL", r.Capture)
+	}
+	dir := filepath.Join(r.ProfileHome, "sessions", "recovered", r.IncidentID)
+	f := recovery.DivertFile{Path: filepath.Join(dir, "s1.jsonl"), SessionID: "s1", Rows: 3}
+	return recovery.DivertReport{Dir: dir, Sessions: 1, ReplayRows: 3, Files: []recovery.DivertFile{f}}, rep, nil
 }
 
 // rig is one store with a journal, a fake host and a fake clock.

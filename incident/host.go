@@ -9,6 +9,7 @@ import (
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/walsalvage"
 )
 
 // Host is Procs on the real host: pidfd signals, /proc pins, OFD locks.
@@ -81,4 +82,8 @@ func (Recovery) Capture(ctx context.Context, src recovery.CaptureSource, r recov
 
 func (Recovery) Divert(ctx context.Context, r recovery.DivertRequest) (recovery.DivertReport, error) {
 	return recovery.Divert(ctx, r)
+}
+
+func (Recovery) DivertWALImages(ctx context.Context, r recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error) {
+	return recovery.DivertWALImages(ctx, r)
 }

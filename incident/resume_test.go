@@ -173,7 +173,7 @@ func resumeTransitions(t *testing.T) [][2]journal.State {
 		{"pinned, holders gone", []journal.State{frozen, pinned}, false, 0, failed},
 		{"pinned, holders gone, capture taken", []journal.State{frozen, pinned}, true, 0, resolved},
 		{"needs action, holders gone", []journal.State{frozen, pinned, released, needsAction}, false, 0, failed},
-		{"diverted, divert fails again", []journal.State{frozen, pinned, released, captured, diverted}, true, maxDivertFails, failed},
+		{"diverted, divert fails again", []journal.State{frozen, pinned, released, captured, diverted}, true, maxDivertFails, unrecoverable},
 	} {
 		t.Run("resume "+c.name, func(t *testing.T) {
 			r := newRig(t, 0)

@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
+	"github.com/stateguard/stateguard/walsalvage"
 )
 
 // replaceMargin moves the replaced/mispaired cut earlier than the moment
@@ -27,10 +29,10 @@ const replaceMargin = 200 * time.Millisecond
 // must tell rows the restore rolled back from rows it must keep.
 const ReplaceMargin = replaceMargin
 
-// Divert retries: a divert that keeps failing (a malformed capture) is
-// tried every divertRetry, maxDivertFails times, then the incident fails
-// with the capture kept, so its store's other replay jobs are no longer
-// held back by it.
+// Divert retries: a divert that keeps failing is tried every divertRetry,
+// maxDivertFails times, then the incident is unrecoverable with the
+// capture kept, so its store's other replay jobs are no longer held back
+// by it.
 const (
 	divertRetry    = 30 * time.Second
 	maxDivertFails = 5
@@ -71,21 +73,25 @@ func (e *Engine) stepDivert(li *live) {
 }
 
 // divertNow runs the divert (idempotent: the same capture gives the same
-// files) and keeps the files to queue; a failure is retried, and after
-// maxDivertFails the incident fails.
+// files) and keeps the files to queue. A capture whose WAL fits no main is
+// read from the WAL's page images instead, at once (it will not heal); a
+// salvage that cannot read it, or a divert that keeps failing, ends the
+// incident unrecoverable with the raw files kept. Other failures are
+// retried.
 func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 	defer cancel()
-	rep, err := e.d.Salvage.Divert(ctx, recovery.DivertRequest{
-		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: string(li.kind),
-		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
-	})
+	req := e.divertRequest(li)
+	rep, err := e.d.Salvage.Divert(ctx, req)
+	if errors.Is(err, recovery.ErrCaptureUnpaired) {
+		e.note(li, err.Error())
+		return e.divertSalvaged(ctx, li, req)
+	}
 	if err != nil {
 		tries := li.wait.tries + 1
 		if tries >= maxDivertFails {
 			e.emit(slog.LevelError, "divert failed; giving up", EventDivertFailed, li, "capture", li.capDir, "err", err)
-			e.finish(li, failed, failStep(fmt.Sprintf(
-				"divert failed %d times: %v; the capture is kept at %s (agentctl export --capture, agentctl replay --capture)", tries, err, li.capDir)))
+			e.unrecoverable(li, fmt.Sprintf("divert failed %d times: %v", tries, err), nil)
 			return rep, false
 		}
 		li.wait = pending{why: WaitRetry, until: e.d.Now().Add(divertRetry), tries: tries}
@@ -93,10 +99,77 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 		e.note(li, "divert: "+err.Error())
 		return rep, false
 	}
+	return e.diverted(li, rep), true
+}
+
+func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
+	return recovery.DivertRequest{
+		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: string(li.kind),
+		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
+	}
+}
+
+// divertSalvaged diverts the rows the capture's WAL page images hold and
+// records what could not be read.
+func (e *Engine) divertSalvaged(ctx context.Context, li *live, req recovery.DivertRequest) (recovery.DivertReport, bool) {
+	rep, sr, err := e.d.Salvage.DivertWALImages(ctx, req)
+	rec := salvageRecord(sr, li.capDir)
+	if err != nil {
+		e.unrecoverable(li, "the capture's WAL fits no main and its page images could not be diverted: "+err.Error(), rec)
+		return rep, false
+	}
+	e.emit(slog.LevelWarn, "rows salvaged from the WAL's page images", EventSalvaged, li, "capture", li.capDir,
+		"messages", rec.Messages, "lost_messages", rec.LostMessages, "lost_pages", rec.LostPages,
+		"frames", rec.FramesCommitted, "sessions_seen", len(rec.SessionsSeen))
+	e.record(li, journal.Step{Name: journal.StepSalvaged, Detail: map[string]any{
+		"messages": rec.Messages, "sessions": rec.Sessions, "lost_messages": rec.LostMessages,
+		"lost_sessions": rec.LostSessions, "lost_pages": rec.LostPages, "frames": rec.FramesCommitted}},
+		func(inc *journal.Incident) { inc.Detail.Salvage = rec })
+	return e.diverted(li, rep), true
+}
+
+func (e *Engine) diverted(li *live, rep recovery.DivertReport) recovery.DivertReport {
 	li.wait, li.replay = pending{}, append([]recovery.DivertFile{}, rep.ReplayFiles(false)...)
 	e.emit(slog.LevelInfo, "rows only in the capture diverted", EventDiverted, li, "dir", rep.Dir,
 		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows)
-	return rep, true
+	return rep
+}
+
+// unrecoverable ends li: its capture cannot be used. The event and the
+// journal name what is lost and where the raw files stay.
+func (e *Engine) unrecoverable(li *live, why string, rec *journal.SalvageRecord) {
+	lost := "every row only the orphaned generation held"
+	if rec != nil && rec.Messages+rec.LostMessages > 0 {
+		lost = fmt.Sprintf("%d message rows seen in the WAL could not be read", rec.LostMessages)
+	}
+	msg := fmt.Sprintf("%s; lost: %s; the raw files are kept in %s (agentctl export --capture reads them)", why, lost, li.capDir)
+	e.emit(slog.LevelError, "incident unrecoverable", EventIncidentUnrecoverable, li, "reason", why, "lost", lost,
+		"capture", li.capDir)
+	e.finish(li, unrecoverable, journal.Step{Name: journal.StepUnrecoverable, Detail: map[string]any{"error": msg, "capture": li.capDir}},
+		func(inc *journal.Incident) {
+			inc.Detail.Error = msg
+			if rec != nil {
+				inc.Detail.Salvage = rec
+			}
+		})
+}
+
+// salvageRecord is the journal's form of a salvage report.
+func salvageRecord(r *walsalvage.Report, capDir string) *journal.SalvageRecord {
+	rec := &journal.SalvageRecord{RawFiles: capDir}
+	if r == nil {
+		return rec
+	}
+	rec.Frames, rec.FramesCommitted, rec.Pages = r.Frames, r.FramesCommitted, r.Pages
+	rec.Messages, rec.Sessions = r.Rows.Messages, r.Rows.Sessions
+	rec.LostMessages, rec.LostSessions = r.Unrecoverable.Messages, r.Unrecoverable.Sessions
+	rec.SessionsSeen = r.SessionsSeen
+	for _, l := range r.Losses {
+		if l.Cell < 0 {
+			rec.LostPages++
+		}
+	}
+	return rec
 }
 
 // stepQueue (diverted): one replay job per session file (docs/design.md

@@ -40,23 +40,27 @@ const (
 	resolved    = journal.StateResolved
 	failed      = journal.StateFailed
 	needsAction = journal.StateNeedsAction
+	// unrecoverable ends an incident whose capture cannot be used: its WAL
+	// fits no main and its page images gave nothing to divert.
+	unrecoverable = journal.StateUnrecoverable
 )
 
-// newTable is the state machine. A new terminal state (unrecoverable) is
-// one more entry with terminal set and the states that may reach it added
-// to their next; the steps that decide it call finish.
+// newTable is the state machine. A terminal state is an entry with
+// terminal set, named in the next of the states that may reach it; the
+// steps that decide it call finish.
 func newTable() map[journal.State]entry {
 	return map[journal.State]entry{
-		open:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
-		frozen:      {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
-		pinned:      {step: (*Engine).stepRelease, next: []journal.State{released, needsAction, captured, failed}},
-		released:    {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}},
-		needsAction: {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}},
-		captured:    {step: (*Engine).stepDivert, next: []journal.State{diverted, resolved, failed}},
-		diverted:    {step: (*Engine).stepQueue, next: []journal.State{replaying, failed}},
-		replaying:   {step: (*Engine).stepJobs, next: []journal.State{resolved, failed}},
-		resolved:    {terminal: true},
-		failed:      {terminal: true},
+		open:          {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		frozen:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		pinned:        {step: (*Engine).stepRelease, next: []journal.State{released, needsAction, captured, failed}},
+		released:      {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}},
+		needsAction:   {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}},
+		captured:      {step: (*Engine).stepDivert, next: []journal.State{diverted, resolved, unrecoverable}},
+		diverted:      {step: (*Engine).stepQueue, next: []journal.State{replaying, unrecoverable}},
+		replaying:     {step: (*Engine).stepJobs, next: []journal.State{resolved, failed}},
+		resolved:      {terminal: true},
+		failed:        {terminal: true},
+		unrecoverable: {terminal: true},
 	}
 }
 

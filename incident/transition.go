@@ -81,13 +81,17 @@ func (e *Engine) note(li *live, msg string) {
 }
 
 // finish ends an incident in a terminal state, closes its pins and
-// forgets it.
-func (e *Engine) finish(li *live, to journal.State, step journal.Step) {
-	var update func(*journal.Incident)
-	if msg, ok := step.Detail["error"].(string); ok && to == failed {
-		update = func(inc *journal.Incident) { inc.Detail.Error = msg }
-	}
-	e.enter(li, to, step, update)
+// forgets it. update, when given, records more of the ending.
+func (e *Engine) finish(li *live, to journal.State, step journal.Step, update ...func(*journal.Incident)) {
+	msg, hasMsg := step.Detail["error"].(string)
+	e.enter(li, to, step, func(inc *journal.Incident) {
+		if hasMsg && to == failed {
+			inc.Detail.Error = msg
+		}
+		for _, u := range update {
+			u(inc)
+		}
+	})
 	if li.state != to {
 		return // refused: a bug, logged by enter
 	}
@@ -96,12 +100,15 @@ func (e *Engine) finish(li *live, to journal.State, step journal.Step) {
 		_ = os.Remove(li.snapshot)
 	}
 	e.forget(li)
-	if to == failed {
+	switch to {
+	case failed:
 		e.emit(slog.LevelError, "incident failed", EventIncidentResolved, li, "state", string(to), "reason", step.Detail["error"])
-		return
+	case unrecoverable:
+		e.emit(slog.LevelError, "incident ended unrecoverable", EventIncidentResolved, li, "state", string(to), "reason", step.Detail["error"])
+	default:
+		e.emit(slog.LevelInfo, "incident resolved", EventIncidentResolved, li, "state", string(to),
+			"took_ms", e.d.Now().Sub(li.openedAt).Milliseconds())
 	}
-	e.emit(slog.LevelInfo, "incident resolved", EventIncidentResolved, li, "state", string(to),
-		"took_ms", e.d.Now().Sub(li.openedAt).Milliseconds())
 }
 
 // emit logs one record of a protocol step with its stable event name (the

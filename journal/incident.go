@@ -42,13 +42,31 @@ type IncidentDetail struct {
 	Holders       []HolderRecord    `json:"holders,omitempty"`
 	// ReplacedAt is when the generation changed at the path; divert keeps
 	// only rows committed after it for replaced incidents.
-	ReplacedAt   time.Time      `json:"replaced_at,omitzero"`
-	CapturePath  string         `json:"capture_path,omitempty"`
-	CaptureBytes int64          `json:"capture_bytes,omitempty"`
-	Quarantined  []string       `json:"quarantined,omitempty"` // mispaired sidecars moved aside
-	DivertDir    string         `json:"divert_dir,omitempty"`
-	Error        string         `json:"error,omitempty"` // last error, for needs_action and failed
-	Extra        map[string]any `json:"extra,omitempty"`
+	ReplacedAt   time.Time `json:"replaced_at,omitzero"`
+	CapturePath  string    `json:"capture_path,omitempty"`
+	CaptureBytes int64     `json:"capture_bytes,omitempty"`
+	Quarantined  []string  `json:"quarantined,omitempty"` // mispaired sidecars moved aside
+	DivertDir    string    `json:"divert_dir,omitempty"`
+	Error        string    `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
+	// Salvage is what was read from the capture's WAL page images when its
+	// WAL fit no main, and what could not be.
+	Salvage *SalvageRecord `json:"salvage,omitempty"`
+	Extra   map[string]any `json:"extra,omitempty"`
+}
+
+// SalvageRecord counts what a salvage from a WAL's page images read,
+// recovered and lost.
+type SalvageRecord struct {
+	Frames          int      `json:"frames"`
+	FramesCommitted int      `json:"frames_committed"`
+	Pages           int      `json:"pages"`
+	Messages        int      `json:"messages"`      // rows recovered
+	Sessions        int      `json:"sessions"`      // session rows recovered
+	LostMessages    int      `json:"lost_messages"` // message cells seen that could not be read
+	LostSessions    int      `json:"lost_sessions"` // session cells seen that could not be read
+	LostPages       int      `json:"lost_pages"`    // pages that could not be read at all
+	SessionsSeen    []string `json:"sessions_seen,omitempty"`
+	RawFiles        string   `json:"raw_files,omitempty"` // the capture that keeps the WAL
 }
 
 // GenerationRecord is a generation's identity as journaled.
@@ -100,8 +118,9 @@ type Step struct {
 
 // ListOptions filters ListIncidents.
 type ListOptions struct {
-	OpenOnly bool   // only unfinished incidents (not resolved or failed)
+	OpenOnly bool   // only unfinished incidents (not resolved, failed or unrecoverable)
 	Store    string // only this store's incidents
+	State    State  // only incidents in this state
 }
 
 // ErrIncidentNotFound is returned for an unknown incident id.
@@ -379,7 +398,13 @@ func (j *Journal) ListIncidents(ctx context.Context, opt ListOptions) ([]Inciden
 	var where []string
 	var args []any
 	if opt.OpenOnly {
-		where = append(where, "state NOT IN ('resolved', 'failed')")
+		// The first term is the partial index's own condition, so the
+		// index stays usable; unrecoverable came later.
+		where = append(where, "state NOT IN ('resolved', 'failed') AND state <> 'unrecoverable'")
+	}
+	if opt.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, string(opt.State))
 	}
 	if opt.Store != "" {
 		where = append(where, "store = ?")
@@ -409,7 +434,7 @@ func (j *Journal) ListIncidents(ctx context.Context, opt ListOptions) ([]Inciden
 	return out, nil
 }
 
-// Unfinished returns every incident not yet resolved or failed, oldest
+// Unfinished returns every incident not yet in a terminal state, oldest
 // first: what the agent resumes on start.
 func (j *Journal) Unfinished(ctx context.Context) ([]Incident, error) {
 	return j.ListIncidents(ctx, ListOptions{OpenOnly: true})

@@ -13,12 +13,13 @@ const (
 	KindReplaced    Kind = "replaced"     // main file at the path is a new inode
 	KindSidecarLost Kind = "sidecar_lost" // same main, -wal/-shm unlinked or replaced
 	KindMispaired   Kind = "mispaired"    // new main next to the old generation's sidecars
+	KindRewritten   Kind = "rewritten"    // same main inode written by a process that is no SQLite connection of it
 )
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindReplaced, KindSidecarLost, KindMispaired:
+	case KindReplaced, KindSidecarLost, KindMispaired, KindRewritten:
 		return true
 	}
 	return false
@@ -32,7 +33,8 @@ func (k Kind) Valid() bool {
 // A transition moves forward along it and may skip states a kind or policy
 // does not use (observe never freezes; a generic store is resolved after
 // capture). Off the main line: failed (terminal: the agent gave up, an
-// alert says why) and needs_action (an operator must act, e.g. free disk
+// alert says why), unrecoverable (terminal: the capture cannot be used,
+// what was lost and where the raw files are kept is recorded) and needs_action (an operator must act, e.g. free disk
 // space; the orphan stays pinned). Any unfinished state may go to either.
 // needs_action goes back onto the main line at or after the state it was
 // entered from (Incident.PrevState), or to resolved/failed.
@@ -49,6 +51,10 @@ const (
 	StateResolved    State = "resolved"
 	StateFailed      State = "failed"
 	StateNeedsAction State = "needs_action"
+	// StateUnrecoverable ends an incident whose capture cannot be used
+	// (its WAL fits no main and its page images gave nothing to replay):
+	// what was lost is counted, the raw files are kept, nothing retries.
+	StateUnrecoverable State = "unrecoverable"
 )
 
 var mainLine = []State{
@@ -56,10 +62,10 @@ var mainLine = []State{
 	StateCaptured, StateDiverted, StateReplaying, StateResolved,
 }
 
-// States lists every state: the main line in order, then failed and
-// needs_action.
+// States lists every state: the main line in order, then failed,
+// needs_action and unrecoverable.
 func States() []State {
-	return append(append([]State(nil), mainLine...), StateFailed, StateNeedsAction)
+	return append(append([]State(nil), mainLine...), StateFailed, StateNeedsAction, StateUnrecoverable)
 }
 
 // Rank is s's position on the main line, or -1 when it is off it.
@@ -74,11 +80,13 @@ func (s State) Rank() int {
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
-	return s.Rank() >= 0 || s == StateFailed || s == StateNeedsAction
+	return s.Rank() >= 0 || s == StateFailed || s == StateNeedsAction || s == StateUnrecoverable
 }
 
 // Terminal reports whether no transition leaves s.
-func (s State) Terminal() bool { return s == StateResolved || s == StateFailed }
+func (s State) Terminal() bool {
+	return s == StateResolved || s == StateFailed || s == StateUnrecoverable
+}
 
 // blockingStates are the states in which the store's live generation is
 // still being dealt with, so no replay job may write into that store:
@@ -103,7 +111,7 @@ func (s State) CanTransition(to State) bool {
 		return false
 	}
 	switch {
-	case to == StateFailed || to == StateNeedsAction:
+	case to == StateFailed || to == StateNeedsAction || to == StateUnrecoverable:
 		return true
 	case s == StateNeedsAction:
 		return to.Rank() >= 0
@@ -149,6 +157,8 @@ const (
 	StepNeedsAction     = "needs_action"
 	StepResolved        = "resolved"
 	StepFailed          = "failed"
+	StepUnrecoverable   = "unrecoverable"
+	StepSalvaged        = "salvaged" // rows read from the capture's WAL page images
 )
 
 var stepNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)

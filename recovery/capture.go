@@ -20,6 +20,9 @@ const (
 	KindReplaced    = "replaced"
 	KindSidecarLost = "sidecar_lost"
 	KindMispaired   = "mispaired"
+	// KindRewritten: the main was rewritten in place (cp, rsync
+	// --inplace); the capture's WAL fits no main any more.
+	KindRewritten = "rewritten"
 )
 
 const (

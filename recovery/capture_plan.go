@@ -44,7 +44,7 @@ func (r *captureRun) plan(src CaptureSource) (*capturePlan, error) {
 	if p.shm, err = r.planSidecar(src.SHM, "-shm"); err != nil {
 		return p, err
 	}
-	if p.wal == nil && (r.req.Kind == KindSidecarLost || r.req.Kind == KindMispaired) {
+	if p.wal == nil && (r.req.Kind == KindSidecarLost || r.req.Kind == KindMispaired || r.req.Kind == KindRewritten) {
 		return p, fmt.Errorf("capture of %s (%s): no WAL to capture: pass the pinned orphan WAL", r.req.DBPath, r.req.Kind)
 	}
 	switch {

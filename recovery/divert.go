@@ -50,10 +50,11 @@ type DivertRequest struct {
 	Store string
 	// IncidentID names the output directory; a plain name.
 	IncidentID string
-	// Kind is KindReplaced, KindSidecarLost or KindMispaired.
+	// Kind is KindReplaced, KindSidecarLost, KindMispaired or KindRewritten.
 	Kind string
-	// ReplacedAt is when the main was replaced (KindReplaced and
-	// KindMispaired, required there: both are a restore of the main):
+	// ReplacedAt is when the main was replaced (KindReplaced,
+	// KindMispaired and KindRewritten, required there: each is a restore
+	// of the main):
 	// missing rows stamped after it are the orphan's writes and replayed;
 	// missing rows stamped at or before it were rolled back by the
 	// restore and go to pre-replacement/.
@@ -69,6 +70,12 @@ type DivertRequest struct {
 	TmpDir string
 	Logger *slog.Logger // nil: slog.Default()
 }
+
+// ErrCaptureUnpaired means a capture's WAL does not fit its main (the
+// main was rewritten in place, or a restore left a foreign WAL): SQLite
+// reads the pair as a malformed database. Its rows can still be read
+// from the WAL's own page images (DivertWALImages).
+var ErrCaptureUnpaired = errors.New("capture's WAL does not fit its main")
 
 // DivertReport is what a divert wrote. It is also what divert.json in the
 // incident directory records, so a re-run returns it unchanged.
@@ -151,14 +158,14 @@ func (r *DivertRequest) check() error {
 		return fmt.Errorf("divert: incident id %q is not a plain name (letters, digits, . _ : + -, up to 128)", r.IncidentID)
 	}
 	switch r.Kind {
-	case KindReplaced, KindMispaired:
+	case KindReplaced, KindMispaired, KindRewritten:
 		if r.ReplacedAt.IsZero() {
 			return fmt.Errorf("divert %s: kind %s needs the replacement time, to tell the orphan's rows from the ones the restore rolled back", r.IncidentID, r.Kind)
 		}
 	case KindSidecarLost:
 		r.ReplacedAt = time.Time{}
 	default:
-		return fmt.Errorf("divert %s: unknown kind %q (want %s, %s or %s)", r.IncidentID, r.Kind, KindReplaced, KindSidecarLost, KindMispaired)
+		return fmt.Errorf("divert %s: unknown kind %q (want %s, %s, %s or %s)", r.IncidentID, r.Kind, KindReplaced, KindSidecarLost, KindMispaired, KindRewritten)
 	}
 	for _, p := range []*string{&r.Capture, &r.Store, &r.ProfileHome} {
 		if *p == "" {

@@ -5,6 +5,7 @@ package recovery
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,4 +119,62 @@ func diffSalvaged(ctx context.Context, req *DivertRequest, res *walsalvage.Resul
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// checkPaired runs SQLite's quick_check on the capture's private copy (WAL
+// recovered into it): a WAL written on another main than the one captured
+// makes a malformed database, and reading rows out of it would divert
+// whatever the mix of pages happens to decode to.
+func checkPaired(ctx context.Context, q *sql.Tx, capture string) error {
+	var res string
+	err := q.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&res)
+	if err == nil && res == "ok" {
+		return nil
+	}
+	if err == nil {
+		err = errors.New(res)
+	} else if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %v (its rows are read from the WAL's page images instead)", ErrCaptureUnpaired, capture, err)
+}
+
+// DivertWALImages diverts what a capture's WAL holds when it fits no main
+// (ErrCaptureUnpaired): walsalvage reads the rows out of its committed
+// page images, the capture's main (if any) lending its schema only, and
+// DivertSalvaged writes them as any divert. The report says what could
+// not be recovered; it is the caller's to record. A capture without a WAL
+// to salvage is an error naming the directory.
+func DivertWALImages(ctx context.Context, req DivertRequest) (DivertReport, *walsalvage.Report, error) {
+	info, err := OpenCapture(req.Capture)
+	if err != nil {
+		return DivertReport{}, nil, err
+	}
+	if info.WAL == "" {
+		return DivertReport{}, nil, fmt.Errorf("salvage %s: the capture holds no WAL to read rows from", req.Capture)
+	}
+	wal, err := openNoFollow(info.WAL)
+	if err != nil {
+		return DivertReport{}, nil, fmt.Errorf("salvage %s: %w", info.WAL, err)
+	}
+	defer wal.Close()
+	fi, err := wal.Stat()
+	if err != nil {
+		return DivertReport{}, nil, fmt.Errorf("salvage %s: %w", info.WAL, err)
+	}
+	var opts walsalvage.Options
+	if info.Main != "" {
+		if main, err := openNoFollow(info.Main); err == nil {
+			defer main.Close()
+			if mfi, err := main.Stat(); err == nil {
+				opts = walsalvage.Options{Main: main, MainSize: mfi.Size()}
+			}
+		}
+	}
+	res, err := walsalvage.Salvage(ctx, wal, fi.Size(), opts)
+	if err != nil {
+		return DivertReport{}, nil, fmt.Errorf("salvage %s: %w", info.WAL, err)
+	}
+	rep, err := DivertSalvaged(ctx, req, res)
+	return rep, &res.Report, err
 }

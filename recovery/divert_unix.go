@@ -117,6 +117,9 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 		return nil, fmt.Errorf("open private copy %s of %s: %w", copyPath, req.Capture, err)
 	}
 	defer capTx.Rollback()
+	if err := checkPaired(ctx, capTx, req.Capture); err != nil {
+		return nil, err
+	}
 
 	healthy, err := store.OpenReadOnly(req.Store)
 	if err != nil {
@@ -132,7 +135,7 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	defer hTx.Rollback()
 
 	var cut time.Time
-	if req.Kind == KindReplaced || req.Kind == KindMispaired {
+	if req.Kind == KindReplaced || req.Kind == KindMispaired || req.Kind == KindRewritten {
 		cut = req.ReplacedAt
 	}
 	return diffCapture(ctx, capTx, hTx, cut)

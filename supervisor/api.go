@@ -70,6 +70,13 @@ func (a *Agent) Status(r *http.Request) (control.Status, error) {
 	if err != nil {
 		return st, err
 	}
+	// Unrecoverable incidents are over, but their loss and raw files
+	// stay an operator's business: status keeps showing them.
+	lost, err := a.journal.ListIncidents(ctx, journal.ListOptions{State: journal.StateUnrecoverable})
+	if err != nil {
+		return st, err
+	}
+	incs = append(incs, lost...)
 	jobs, err := a.journal.ListJobs(ctx, journal.JobFilter{})
 	if err != nil {
 		return st, err

@@ -353,6 +353,39 @@ func TestDoctorCapturesWaiting(t *testing.T) {
 	}
 }
 
+func TestDoctorListsUnrecoverable(t *testing.T) {
+	ctx := context.Background()
+	f := newDoctorFixture(t)
+	db := filepath.Join(f.home, "profiles", "work", "state.db")
+	raw := db + ".retired-wal-20261104-120000-4545"
+	if err := os.Mkdir(raw, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got := f.run(t)
+	expectStatus(t, got, "unrecoverable incidents", statusOK, "none")
+	j := stateJournal(t, f)
+	inc, err := j.OpenIncident(ctx, journal.Incident{Store: db, Kind: journal.KindRewritten,
+		Detail: journal.IncidentDetail{CapturePath: raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := "the capture's WAL fits no main; lost: every row only the orphaned generation held; the raw files are kept in " + raw
+	if _, err := j.UpdateIncident(ctx, inc.ID, journal.Step{Name: journal.StepUnrecoverable}, func(in *journal.Incident) error {
+		in.State, in.Detail.Error = journal.StateUnrecoverable, why
+		in.Detail.Salvage = &journal.SalvageRecord{LostMessages: 7, SessionsSeen: []string{"s1"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got = f.run(t)
+	expectStatus(t, got, "unrecoverable incidents", statusFail, "1 incident(s) ended unrecoverable")
+	expectStatus(t, got, "unrecoverable incidents", statusFail, why)
+	expectStatus(t, got, "unrecoverable incidents", statusFail, "7 lost")
+	if text := strings.Join(got["captures"].Details, "\n"); strings.Contains(text, raw) {
+		t.Errorf("an unrecoverable incident's raw files are listed as a capture waiting for replay:\n%s", text)
+	}
+}
+
 func TestDoctorGuardPaused(t *testing.T) {
 	f := newDoctorFixture(t)
 	j := stateJournal(t, f)

@@ -351,7 +351,7 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 			return exitUsage
 		}
 	}
-	if (req.Kind == recovery.KindReplaced || req.Kind == recovery.KindMispaired) && req.ReplacedAt.IsZero() {
+	if (req.Kind == recovery.KindReplaced || req.Kind == recovery.KindMispaired || req.Kind == recovery.KindRewritten) && req.ReplacedAt.IsZero() {
 		fmt.Fprintf(e.stderr, "agentctl replay: the capture is of a %s store: give --replaced-at (when the restore replaced it),\n", req.Kind)
 		fmt.Fprintln(e.stderr, "so the rows the restore rolled back on purpose are kept apart; or --kind sidecar_lost to take every missing row")
 		return exitUsage

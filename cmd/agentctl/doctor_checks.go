@@ -107,6 +107,7 @@ func runDoctor(ctx context.Context, in doctorInput) []checkResult {
 	out = append(out, checkStores(h.stores, h.problems))
 	out = append(out, checkCaptures(h.stores, h.journal))
 	out = append(out, checkReplayJobs(h.journal))
+	out = append(out, checkUnrecoverable(h.journal))
 	out = append(out, checkGuard(cfg, h.journal))
 	return out
 }

@@ -108,6 +108,9 @@ type journalFacts struct {
 	failing []journal.Job
 	// handled are the capture paths of resolved incidents.
 	handled map[string]bool
+	// lost are the unrecoverable incidents: their rows could not be
+	// replayed, their raw files are kept.
+	lost []journal.Incident
 	pauses  []journal.GuardPause
 }
 
@@ -148,6 +151,12 @@ func readJournal(ctx context.Context, stateDir string, now time.Time) journalFac
 	for _, inc := range incs {
 		if inc.State == journal.StateResolved && inc.Detail.CapturePath != "" {
 			jf.handled[filepath.Clean(inc.Detail.CapturePath)] = true
+		}
+		if inc.State == journal.StateUnrecoverable {
+			jf.lost = append(jf.lost, inc)
+			if inc.Detail.CapturePath != "" {
+				jf.handled[filepath.Clean(inc.Detail.CapturePath)] = true // listed by checkUnrecoverable
+			}
 		}
 	}
 	pauses, err := j.ActivePauses(ctx, now)
@@ -204,6 +213,28 @@ func checkCaptures(stores []store.Store, jf journalFacts) checkResult {
 	if jf.err != nil && len(waiting) > 0 {
 		r.Details = append(r.Details, "the journal could not be read, so captures already replayed are listed too")
 	}
+	return r
+}
+
+// checkUnrecoverable lists the incidents whose capture could not be used:
+// what was lost and where the raw files are kept.
+func checkUnrecoverable(jf journalFacts) checkResult {
+	r := checkResult{Name: "unrecoverable incidents"}
+	if len(jf.lost) == 0 {
+		r.Status, r.Summary = statusOK, "none"
+		return r
+	}
+	r.Status = statusFail
+	r.Summary = fmt.Sprintf("%d incident(s) ended unrecoverable: rows were lost", len(jf.lost))
+	for _, inc := range jf.lost {
+		d := fmt.Sprintf("incident %s (%s) of %s: %s", inc.ID, inc.Kind, inc.Store, firstNonEmpty(inc.Detail.Error, "no reason recorded"))
+		if sv := inc.Detail.Salvage; sv != nil {
+			d += fmt.Sprintf(" [salvage: %d messages read, %d lost, %d pages unreadable, sessions %v]",
+				sv.Messages, sv.LostMessages, sv.LostPages, sv.SessionsSeen)
+		}
+		r.Details = append(r.Details, d)
+	}
+	r.Fix = "keep the raw files named above; `agentctl incident ID` shows the steps, `agentctl export --capture DIR` reads what is left"
 	return r
 }
 

@@ -91,7 +91,7 @@ func printStore(w io.Writer, s control.StoreStatus, daemon bool) {
 		fmt.Fprintln(w, cleanCell("  not inspected: "+s.Uninspected.Summary))
 	}
 	if daemon && len(s.Incidents) > 0 {
-		fmt.Fprintln(w, "  open incidents:")
+		fmt.Fprintln(w, "  incidents (open, and unrecoverable ones):")
 		t := newTable("    ", "ID", "KIND", "STATE", "POLICY", "OPENED", "NOTE")
 		for _, in := range s.Incidents {
 			note := in.Error

@@ -327,7 +327,11 @@ func (a *agentProc) jobs(ctx context.Context) ([]apiJob, error) {
 	return out, a.get(ctx, "/v1/jobs", &out)
 }
 
-func terminalIncident(state string) bool { return state == "resolved" || state == "failed" }
+func terminalIncident(state string) bool { return state == "resolved" || givenUp(state) }
+
+// givenUp: the incident ended without replaying its rows (failed, or
+// unrecoverable: its capture could not be used).
+func givenUp(state string) bool { return state == "failed" || state == "unrecoverable" }
 
 func pendingJob(state string) bool { return state == "queued" || state == "running" }
 

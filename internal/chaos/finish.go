@@ -162,9 +162,9 @@ func (r *run) collect(ctx context.Context) {
 			r.rep.ReplayIntegrated = true
 		}
 		switch {
-		case in.State == "failed":
+		case givenUp(in.State):
 			r.rep.IncidentsFailed++
-			r.problem("incident %s (%s, %s) failed: %s", in.ID, in.Kind, in.Profile, in.Detail.Error)
+			r.problem("incident %s (%s, %s) %s: %s", in.ID, in.Kind, in.Profile, in.State, in.Detail.Error)
 		case !terminalIncident(in.State):
 			r.rep.Unresolved++
 			r.problem("incident %s (%s, %s) unresolved in state %s: %s", in.ID, in.Kind, in.Profile, in.State, in.Detail.Error)
@@ -286,7 +286,7 @@ func (r *run) judgeFor(p *profile) judge {
 		}
 		for _, in := range r.incidentsAll {
 			// A failed incident never replays: it excuses nothing.
-			if in.Store == p.db && in.State != "failed" && !in.OpenedAt.After(t.Add(time.Second)) && (in.ResolvedAt.IsZero() || in.ResolvedAt.After(t)) {
+			if in.Store == p.db && !givenUp(in.State) && !in.OpenedAt.After(t.Add(time.Second)) && (in.ResolvedAt.IsZero() || in.ResolvedAt.After(t)) {
 				return false
 			}
 		}
@@ -294,7 +294,7 @@ func (r *run) judgeFor(p *profile) judge {
 	}
 	var lives []procLife
 	for _, in := range r.incidentsAll {
-		if in.Store != p.db || in.State != "failed" {
+		if in.Store != p.db || !givenUp(in.State) {
 			continue
 		}
 		for _, h := range in.Detail.Holders {
