@@ -4,9 +4,12 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/walsalvage"
@@ -79,4 +82,52 @@ func TestDivertSalvaged(t *testing.T) {
 	if err != nil || !again.Existing {
 		t.Fatalf("second divert: %+v %v", again, err)
 	}
+}
+
+// TestDivertUnpairedCapture: a capture whose WAL was built on another
+// main than the one it holds (the main rewritten in place with an older
+// backup under a live WAL, as cp does) is refused by Divert as
+// ErrCaptureUnpaired instead of diverting whatever the mix of pages
+// decodes to; DivertWALImages then reads the rows from the WAL's page
+// images, and the rows committed after the cut reach the healthy store
+// exactly once.
+func TestDivertUnpairedCapture(t *testing.T) {
+	e := newDivertEnv(t)
+	db := e.orphan.path
+	e.orphan.close()
+	backup := filepath.Join(e.dir, "backup.db")
+	copyFile(t, db, backup) // the schema only: an old backup
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "old", Count: 400, CheckpointEvery: 50})
+	w1.WaitAcks(t, 400)
+	<-w1.Done()
+	cut := time.Now()
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "new", Count: 12, Linger: true, CheckpointEvery: -1})
+	acks := w2.WaitAcks(t, 12)
+	kill := stopWriter(t, w2)
+	src := openPinned(t, db)
+	// cp backup.db state.db: same inode, the backup's bytes.
+	writeFile(t, db, readAll(t, backup))
+	c, err := WriteCapture(context.Background(), src, CaptureRequest{DBPath: db, PID: w2.Pid, Kind: KindRewritten,
+		IncidentID: "inc-unpaired", Now: time.Date(2026, 10, 1, 7, 0, 0, 0, time.UTC)})
+	kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hermestest.CreateStore(e.healthy); err != nil {
+		t.Fatal(err)
+	}
+	req := e.request(c.Dir, "inc-unpaired", KindRewritten)
+	req.ProfileHome, req.ReplacedAt = e.home, cut
+	if r, err := Divert(context.Background(), req); !errors.Is(err, ErrCaptureUnpaired) {
+		t.Fatalf("divert of an unpaired capture: %+v %v, want ErrCaptureUnpaired", r, err)
+	}
+	rep, sr, err := DivertWALImages(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr == nil || sr.Rows.Messages < 12 || !slices.Contains(sr.SessionsSeen, "new") {
+		t.Fatalf("salvage report %+v", sr)
+	}
+	e.replayAll(e.healthyWriter(), rep, false)
+	checkRows(t, readOnly(t, e.healthy), acks)
 }
