@@ -44,6 +44,11 @@ type Salvage interface {
 	// generation from its pinned fd to dst, holding a read transaction on
 	// the new generation meanwhile so no checkpoint lands in it first.
 	Snapshot(ctx context.Context, dbPath string, main *os.File, dst string) error
+	// FinishBackfill completes the checkpoint a frozen sidecar_lost holder
+	// was stopped in the middle of, from its pinned -wal and -shm, into
+	// the shared main at dbPath (recovery.FinishInterruptedBackfill), so
+	// the snapshot and the new generation read a whole database.
+	FinishBackfill(ctx context.Context, dbPath string, main, wal, shm *os.File) (recovery.BackfillReport, error)
 	Stage(recovery.CaptureRequest) (string, error)
 	Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error)
 	Capture(context.Context, recovery.CaptureSource, recovery.CaptureRequest) (recovery.Capture, error)

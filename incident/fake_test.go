@@ -192,8 +192,8 @@ type fakeSalvage struct {
 	// page images cannot be read either.
 	unpaired, failSalvage bool
 	captures              []string // phase of every capture written, in order
-	n           int
-	cuts        map[string]time.Time // the ReplacedAt of each incident's first divert
+	n                     int
+	cuts                  map[string]time.Time // the ReplacedAt of each incident's first divert
 }
 
 var errFull = fmt.Errorf("capture of state.db: %w", recovery.ErrNoSpace)
@@ -206,6 +206,10 @@ func (s *fakeSalvage) Snapshot(_ context.Context, _ string, main *os.File, dst s
 		return errFull
 	}
 	return os.WriteFile(dst, []byte("snapshot of "+main.Name()), 0o600)
+}
+
+func (s *fakeSalvage) FinishBackfill(context.Context, string, *os.File, *os.File, *os.File) (recovery.BackfillReport, error) {
+	return recovery.BackfillReport{}, nil
 }
 
 func (s *fakeSalvage) Stage(r recovery.CaptureRequest) (string, error) {

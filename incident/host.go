@@ -2,8 +2,10 @@ package incident
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
@@ -70,6 +72,22 @@ func (r Recovery) Snapshot(ctx context.Context, dbPath string, main *os.File, ds
 	return err
 }
 
+// FinishBackfill opens the shared main writable by its path, refusing it
+// unless it is still the pinned inode, and finishes the interrupted
+// checkpoint. The agent's SQLite connections use OFD locks, so closing
+// this fd cancels none of them.
+func (Recovery) FinishBackfill(ctx context.Context, dbPath string, main, wal, shm *os.File) (recovery.BackfillReport, error) {
+	rw, err := os.OpenFile(dbPath, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return recovery.BackfillReport{}, fmt.Errorf("finish checkpoint: open %s: %w", dbPath, err)
+	}
+	defer rw.Close()
+	if !sameFile(rw, main) {
+		return recovery.BackfillReport{}, fmt.Errorf("finish checkpoint: %s is no longer the pinned main: left as it is", dbPath)
+	}
+	return recovery.FinishInterruptedBackfill(ctx, dbPath, recovery.BackfillSource{Main: rw, WAL: wal, SHM: shm})
+}
+
 func (Recovery) Stage(r recovery.CaptureRequest) (string, error) { return recovery.StageCapture(r) }
 
 func (Recovery) Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error) {
@@ -86,4 +104,10 @@ func (Recovery) Divert(ctx context.Context, r recovery.DivertRequest) (recovery.
 
 func (Recovery) DivertWALImages(ctx context.Context, r recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error) {
 	return recovery.DivertWALImages(ctx, r)
+}
+
+func sameFile(a, b *os.File) bool {
+	fa, errA := a.Stat()
+	fb, errB := b.Stat()
+	return errA == nil && errB == nil && fileid.Of(fa).ID == fileid.Of(fb).ID
 }

@@ -41,12 +41,39 @@ func (e *Engine) snapshotMain(li *live) {
 	dst := snapshotPath(e.st.Path, li.id)
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
+	e.finishBackfill(ctx, li, main)
 	if err := e.d.Salvage.Snapshot(ctx, e.st.Path, main.f, dst); err != nil {
 		e.emit(slog.LevelError, "main snapshot failed", EventCaptureFailed, li, "err", err)
 		return
 	}
 	li.snapshot = dst
 	e.record(li, journal.Step{Name: journal.StepSnapshotWritten, Detail: map[string]any{"path": dst}}, nil)
+}
+
+// finishBackfill completes a checkpoint a frozen orphan was stopped in
+// the middle of, before the main is snapshotted: half-copied, the shared
+// main is malformed for the new generation and for the capture alike.
+// When the new generation has already committed on top of it
+// (recovery.ErrNewGenerationWrote), finishing the copy could overwrite
+// what it wrote: the main is left as it is and the incident says so; the
+// capture's WAL then fits no main and its rows are read from the WAL's
+// page images.
+func (e *Engine) finishBackfill(ctx context.Context, li *live, main *pin) {
+	wal, shm := li.pinOf(holders.RoleWAL), li.pinOf(holders.RoleSHM)
+	if wal == nil || shm == nil {
+		return
+	}
+	rep, err := e.d.Salvage.FinishBackfill(ctx, e.st.Path, main.f, wal.f, shm.f)
+	switch {
+	case err != nil:
+		e.log.Warn("interrupted checkpoint not finished", "incident", li.id, "err", err)
+		e.note(li, "interrupted checkpoint not finished: "+err.Error())
+	case rep.Interrupted:
+		e.log.Warn("finished the checkpoint a frozen holder was stopped in", "incident", li.id,
+			"from_frame", rep.FromFrame, "to_frame", rep.ToFrame, "pages", rep.Pages)
+		e.record(li, journal.Step{Name: journal.StepBackfillFinished, Detail: map[string]any{
+			"from_frame": rep.FromFrame, "to_frame": rep.ToFrame, "pages": rep.Pages, "truncated_to": rep.TruncatedTo}}, nil)
+	}
 }
 
 // quarantine moves a mispaired store's foreign sidecars into the

@@ -139,26 +139,27 @@ func checkTransition(inc *Incident, to State) error {
 // Step names the incident protocol records. Any name matching
 // [a-z0-9_]+(\.[a-z0-9_]+)* is accepted; these are the stable ones.
 const (
-	StepDetected        = "detected"
-	StepFrozen          = "frozen"
-	StepPinned          = "pinned"
-	StepReleased        = "released"
-	StepSnapshotWritten = "snapshot.written" // sidecar_lost: the shared main as at detection
-	StepCaptureWritten  = "capture.written"
-	StepCaptureFinal    = "capture.final" // the capture the divert reads
-	StepCaptureFailed   = "capture.failed"
-	StepQuarantined     = "sidecars.quarantined"
-	StepDiverted        = "diverted"
-	StepReplayQueued    = "replay.queued"
-	StepReplayDone      = "replay.done"
-	StepReplayFailed    = "replay.failed"
-	StepResumed         = "resumed" // picked up again after an agent restart
-	StepNote            = "note"    // a problem that changed no state
-	StepNeedsAction     = "needs_action"
-	StepResolved        = "resolved"
-	StepFailed          = "failed"
-	StepUnrecoverable   = "unrecoverable"
-	StepSalvaged        = "salvaged" // rows read from the capture's WAL page images
+	StepDetected         = "detected"
+	StepFrozen           = "frozen"
+	StepPinned           = "pinned"
+	StepReleased         = "released"
+	StepSnapshotWritten  = "snapshot.written"  // sidecar_lost: the shared main as at detection
+	StepBackfillFinished = "backfill.finished" // sidecar_lost: a checkpoint a frozen holder was stopped in, completed
+	StepCaptureWritten   = "capture.written"
+	StepCaptureFinal     = "capture.final" // the capture the divert reads
+	StepCaptureFailed    = "capture.failed"
+	StepQuarantined      = "sidecars.quarantined"
+	StepDiverted         = "diverted"
+	StepReplayQueued     = "replay.queued"
+	StepReplayDone       = "replay.done"
+	StepReplayFailed     = "replay.failed"
+	StepResumed          = "resumed" // picked up again after an agent restart
+	StepNote             = "note"    // a problem that changed no state
+	StepNeedsAction      = "needs_action"
+	StepResolved         = "resolved"
+	StepFailed           = "failed"
+	StepUnrecoverable    = "unrecoverable"
+	StepSalvaged         = "salvaged" // rows read from the capture's WAL page images
 )
 
 var stepNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
