@@ -110,8 +110,8 @@ type journalFacts struct {
 	handled map[string]bool
 	// lost are the unrecoverable incidents: their rows could not be
 	// replayed, their raw files are kept.
-	lost []journal.Incident
-	pauses  []journal.GuardPause
+	lost   []journal.Incident
+	pauses []journal.GuardPause
 }
 
 // Jobs retried more often than this count as failing even while queued.
