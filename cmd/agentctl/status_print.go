@@ -91,7 +91,13 @@ func printStore(w io.Writer, s control.StoreStatus, daemon bool) {
 		fmt.Fprintln(w, cleanCell("  not inspected: "+s.Uninspected.Summary))
 	}
 	if daemon && len(s.Incidents) > 0 {
-		fmt.Fprintln(w, "  incidents (open, and unrecoverable ones):")
+		heading := "  open incidents:"
+		for _, in := range s.Incidents {
+			if in.State.Terminal() {
+				heading = "  incidents (open, and the unrecoverable ones, which keep their raw files):"
+			}
+		}
+		fmt.Fprintln(w, heading)
 		t := newTable("    ", "ID", "KIND", "STATE", "POLICY", "OPENED", "NOTE")
 		for _, in := range s.Incidents {
 			note := in.Error

@@ -1,0 +1,15 @@
+// Package modwatch reports writes into watched files together with the
+// pid of the process that wrote, so the agent can tell a store's own
+// SQLite connections from a process that rewrites its main in place (cp,
+// rsync --inplace, dd, cat >) at that process's first write.
+//
+// On Linux it is fanotify (FAN_MODIFY and FAN_CLOSE_WRITE on inode
+// marks), which needs CAP_SYS_ADMIN: agentd running as root gets it. A
+// mark follows the inode, not the name, so a main renamed aside is still
+// watched until Unwatch. Elsewhere, and without the privilege, New
+// returns ErrUnsupported and the agent falls back to what directory
+// events and holder scans show (docs/design.md §5).
+//
+// It knows nothing of stores or processes: an event is an inode, a pid
+// and what happened.
+package modwatch

@@ -1,0 +1,48 @@
+package modwatch
+
+import (
+	"errors"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+)
+
+// ErrUnsupported means this system or this process's privileges give no
+// write notifications with the writer's pid.
+var ErrUnsupported = errors.New("write notifications with the writer's pid need fanotify (Linux, CAP_SYS_ADMIN)")
+
+// Op is what a process did to a watched file.
+type Op uint8
+
+const (
+	// Write: the process wrote into the file or changed its size
+	// (truncate, O_TRUNC).
+	Write Op = iota + 1
+	// CloseWrite: the process closed a descriptor it had opened for
+	// writing.
+	CloseWrite
+	// Overflow: the kernel's queue overflowed and events were lost; ID
+	// and Pid are zero. The receiver must assume anything happened.
+	Overflow
+)
+
+func (o Op) String() string {
+	switch o {
+	case Write:
+		return "write"
+	case CloseWrite:
+		return "close-write"
+	case Overflow:
+		return "overflow"
+	}
+	return "unknown"
+}
+
+// Event is one notification. Several writes by one process that the
+// kernel had not yet delivered may arrive as one.
+type Event struct {
+	Op  Op
+	ID  fileid.ID // the inode written
+	Pid int       // the writer's pid (thread group), in the agent's pid namespace
+	At  time.Time // when the agent read it
+}
