@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,56 +28,42 @@ func adoptUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runAdopt(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("adopt", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	from := fs.String("from", "", "profile whose store holds the session (the donor)")
-	to := fs.String("to", "", "profile whose store adopts it")
-	session := fs.String("session", "", "session id, exactly")
-	keep := fs.Bool("keep-donor", false, "import only; leave the donor sessions as they are")
-	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
-	asJSON := fs.Bool("json", false, "print the per-segment result as JSON")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		adoptUsage(e.stdout, fs)
-		return exitOK
-	}
-	var msg string
-	switch {
-	case err != nil:
-		msg = err.Error()
-	case len(pos) != 0:
-		msg = fmt.Sprintf("unexpected arguments %q", pos)
-	case *from == "" || *to == "" || *session == "":
-		msg = "--from, --to and --session are required"
-	case *from == *to:
-		msg = "--from and --to name the same profile"
-	}
-	if msg != "" {
-		fmt.Fprintf(e.stderr, "agentctl adopt: %s\n\n", msg)
-		adoptUsage(e.stderr, fs)
-		return exitUsage
+	v := newVerb(e, "adopt", adoptUsage)
+	from := v.fs.String("from", "", "profile whose store holds the session (the donor)")
+	to := v.fs.String("to", "", "profile whose store adopts it")
+	session := v.fs.String("session", "", "session id, exactly")
+	keep := v.fs.Bool("keep-donor", false, "import only; leave the donor sessions as they are")
+	home := v.fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
+	asJSON := v.fs.Bool("json", false, "print the per-segment result as JSON")
+	_, code, ok := v.parse(args, func(pos []string) string {
+		switch {
+		case len(pos) != 0:
+			return fmt.Sprintf("unexpected arguments %q", pos)
+		case *from == "" || *to == "" || *session == "":
+			return "--from, --to and --session are required"
+		case *from == *to:
+			return "--from and --to name the same profile"
+		}
+		return ""
+	})
+	if !ok {
+		return code
 	}
 	donor, err := replayStore(e, "", *from, *home)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl adopt: --from: %v\n", err)
-		return exitError
+		return v.fail(fmt.Errorf("--from: %w", err))
 	}
 	recipient, err := replayStore(e, "", *to, *home)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl adopt: --to: %v\n", err)
-		return exitError
+		return v.fail(fmt.Errorf("--to: %w", err))
 	}
 	rep, err := recovery.Adopt(ctx, recovery.AdoptRequest{Donor: donor, Recipient: recipient, Session: *session, KeepDonor: *keep})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl adopt: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl adopt: %v\n", err)
-			return exitError
+		if code := v.printJSON(rep); code != exitOK {
+			return code
 		}
 	} else {
 		printAdopt(e.stdout, rep, *from, *to)

@@ -30,53 +30,42 @@ func exportUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runExport(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	session := fs.String("session", "", "session id, exactly")
-	format := fs.String("format", "json", "json, md or html")
-	redact := fs.Bool("redact", false, "mask secrets in every string")
-	out := fs.String("o", "", "write to FILE (created, never overwritten) instead of stdout")
-	profile := fs.String("profile", "", "Hermes profile whose store to read (default \"default\")")
-	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
-	db := fs.String("db", "", "path of the store (state.db) to read")
-	capture := fs.String("capture", "", "read from this capture directory instead of a store")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		exportUsage(e.stdout, fs)
-		return exitOK
-	}
-	var msg string
-	switch {
-	case err != nil:
-		msg = err.Error()
-	case len(pos) != 0:
-		msg = fmt.Sprintf("unexpected arguments %q", pos)
-	case *session == "":
-		msg = "--session is required"
-	case *format != "json" && *format != "md" && *format != "html":
-		msg = fmt.Sprintf("--format %q: want json, md or html", *format)
-	case *capture != "" && (*db != "" || *profile != "" || *home != ""):
-		msg = "--capture reads a capture; do not combine it with --db/--profile/--home"
-	case *db != "" && (*profile != "" || *home != ""):
-		msg = "--db names the store; do not combine it with --profile/--home"
-	}
-	if msg != "" {
-		fmt.Fprintf(e.stderr, "agentctl export: %s\n\n", msg)
-		exportUsage(e.stderr, fs)
-		return exitUsage
+	v := newVerb(e, "export", exportUsage)
+	session := v.fs.String("session", "", "session id, exactly")
+	format := v.fs.String("format", "json", "json, md or html")
+	redact := v.fs.Bool("redact", false, "mask secrets in every string")
+	out := v.fs.String("o", "", "write to FILE (created, never overwritten) instead of stdout")
+	var sf storeFlags
+	sf.register(v.fs, "Hermes profile whose store to read (default \"default\")", "path of the store (state.db) to read")
+	capture := v.fs.String("capture", "", "read from this capture directory instead of a store")
+	_, code, ok := v.parse(args, func(pos []string) string {
+		switch {
+		case len(pos) != 0:
+			return fmt.Sprintf("unexpected arguments %q", pos)
+		case *session == "":
+			return "--session is required"
+		case *format != "json" && *format != "md" && *format != "html":
+			return fmt.Sprintf("--format %q: want json, md or html", *format)
+		case *capture != "" && sf.named():
+			return "--capture reads a capture; do not combine it with --db/--profile/--home"
+		}
+		return sf.mixed()
+	})
+	if !ok {
+		return code
 	}
 	var x *recovery.Export
+	var err error
 	if *capture != "" {
 		x, err = recovery.ExportCapture(ctx, expandHome(*capture, e.getenv), "", *session)
 	} else {
 		var path string
-		if path, err = replayStore(e, *db, *profile, *home); err == nil {
+		if path, err = sf.resolve(e); err == nil {
 			x, err = recovery.ExportStore(ctx, path, *session)
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if *redact {
 		x.Redact()
@@ -84,15 +73,13 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	write := map[string]func(io.Writer) error{"json": x.WriteJSON, "md": x.WriteMarkdown, "html": x.WriteHTML}[*format]
 	if *out == "" || *out == "-" {
 		if err := write(e.stdout); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
-			return exitError
+			return v.fail(err)
 		}
 		return exitOK
 	}
 	path := expandHome(*out, e.getenv)
 	if err := writeNewFile(path, write); err != nil {
-		fmt.Fprintf(e.stderr, "agentctl export: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	fmt.Fprintf(e.stderr, "exported session %s (%d messages) from %s to %s\n", x.SessionID, len(x.Messages), x.Source, path)
 	return exitOK

@@ -27,44 +27,39 @@ func guardUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runGuard(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("guard", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "guard", guardUsage)
+	fs := v.fs
 	socket := fs.String("socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
 	profile := fs.String("profile", "", "Hermes profile whose store to pause or re-arm (\"default\" for <home>/state.db)")
 	home := fs.String("home", "", "Hermes home of the profile (needed when several watched homes have it)")
 	db := fs.String("db", "", "the store's path, for a store outside any profile")
 	pauseFor := fs.Duration("for", control.DefaultGuardPause, "guard off: how long the pause lasts")
 	reason := fs.String("reason", "", "guard off: why, for status and the journal")
-	pos, code, ok := parseOrUsage(e, fs, args, 1, guardUsage)
+	pos, code, ok := v.parseN(args, 1)
 	if !ok {
 		return code
 	}
 	verb := pos[0]
-	usageErr := func(msg string) int {
-		fmt.Fprintf(e.stderr, "agentctl guard: %s\n\n", msg)
-		guardUsage(e.stderr, fs)
-		return exitUsage
-	}
 	switch {
 	case verb != "off" && verb != "on":
-		return usageErr(fmt.Sprintf("unknown action %q: want off or on", verb))
+		return v.usageError(fmt.Sprintf("unknown action %q: want off or on", verb))
 	case (*profile == "") == (*db == ""):
-		return usageErr("name the store with exactly one of --profile and --db")
+		return v.usageError("name the store with exactly one of --profile and --db")
 	case *db != "" && *home != "":
-		return usageErr("--home goes with --profile, not --db")
+		return v.usageError("--home goes with --profile, not --db")
 	case verb == "off" && (*pauseFor <= 0 || *pauseFor > control.MaxGuardPause):
-		return usageErr(fmt.Sprintf("--for %s: want a duration above 0 and at most %s", *pauseFor, control.MaxGuardPause))
+		return v.usageError(fmt.Sprintf("--for %s: want a duration above 0 and at most %s", *pauseFor, control.MaxGuardPause))
 	}
 	req := control.GuardRequest{Profile: *profile, Reason: *reason}
 	var err error
 	if *db != "" {
 		if req.Store, err = filepath.Abs(*db); err != nil {
-			return usageErr(err.Error())
+			return v.usageError(err.Error())
 		}
 	}
 	if *home != "" {
 		if req.Home, err = filepath.Abs(*home); err != nil {
-			return usageErr(err.Error())
+			return v.usageError(err.Error())
 		}
 	}
 	path := "/v1/guard/resume"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -92,34 +91,22 @@ func holdersUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runHolders(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("holders", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "holders", holdersUsage)
 	var sc scope
-	sc.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON instead of lines")
-	withFiles := fs.Bool("files", false, "after each holder, one line per file it holds: access, evidence, host and holder paths")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if errors.Is(err, flag.ErrHelp) {
-			holdersUsage(e.stdout, fs)
-			return exitOK
-		}
-		if err == nil {
-			err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-		}
-		fmt.Fprintf(e.stderr, "agentctl holders: %v\n\n", err)
-		holdersUsage(e.stderr, fs)
-		return exitUsage
+	sc.register(v.fs)
+	asJSON := v.fs.Bool("json", false, "print JSON instead of lines")
+	withFiles := v.fs.Bool("files", false, "after each holder, one line per file it holds: access, evidence, host and holder paths")
+	if _, code, ok := v.parseN(args, 0); !ok {
+		return code
 	}
 	st, err := gatherStatus(ctx, e, &sc)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl holders: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	out := holdersOf(st)
 	if *asJSON {
-		if err := writeJSON(e.stdout, out); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl holders: %v\n", err)
-			return exitError
+		if code := v.printJSON(out); code != exitOK {
+			return code
 		}
 		return statusExit(st)
 	}
@@ -128,15 +115,11 @@ func runHolders(ctx context.Context, e *env, args []string) int {
 		if h.Orphan {
 			state = "orphan"
 		}
-		prof := h.Profile
-		if prof == "" {
-			prof = "-"
-		}
 		cmd := strings.Join(h.Cmdline, " ")
 		if cmd == "" {
 			cmd = h.Exe
 		}
-		fmt.Fprintln(e.stdout, cleanCell(fmt.Sprintf("%s %d %s %s %s %s", prof, h.Pid, h.User, strings.Join(h.Roles, ","), state, cmd)))
+		fmt.Fprintln(e.stdout, cleanCell(fmt.Sprintf("%s %d %s %s %s %s", orDash(h.Profile), h.Pid, h.User, strings.Join(h.Roles, ","), state, cmd)))
 		if *withFiles {
 			for _, f := range h.Files {
 				fmt.Fprintln(e.stdout, cleanCell("    "+fileLine(f)))

@@ -26,66 +26,44 @@ func incidentUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runIncident(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("incident", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "incident", incidentUsage)
 	var df daemonFlags
-	df.register(fs)
-	asJSON := fs.Bool("json", false, "print {incident, steps} as JSON (the control API's shape)")
+	df.register(v.fs)
+	asJSON := v.fs.Bool("json", false, "print {incident, steps} as JSON (the control API's shape)")
 	if len(args) > 0 && args[0] != "show" && !strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(e.stderr, "agentctl incident: unknown subcommand %q (want show)\n\n", args[0])
-		incidentUsage(e.stderr, fs)
-		return exitUsage
+		return v.usageError(fmt.Sprintf("unknown subcommand %q (want show)", args[0]))
 	}
 	if len(args) > 0 && args[0] == "show" {
 		args = args[1:]
 	} else if !slices.Contains(args, "-h") && !slices.Contains(args, "--help") {
-		fmt.Fprintln(e.stderr, "agentctl incident: missing subcommand show")
-		fmt.Fprintln(e.stderr)
-		incidentUsage(e.stderr, fs)
-		return exitUsage
+		return v.usageError("missing subcommand show")
 	}
-	pos, code, ok := parseOrUsage(e, fs, args, 1, incidentUsage)
+	pos, code, ok := v.parseN(args, 1)
 	if !ok {
 		return code
 	}
 	id := pos[0]
 	var view control.IncidentView
-	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/incidents/"+url.PathEscape(id), &view)
-	var from *journal.Journal
-	if errors.Is(err, errDaemonNotRunning) {
-		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
-			defer from.Close()
-			view.Incident, err = from.GetIncident(ctx, id)
-			if err == nil {
-				view.Steps, err = from.Steps(ctx, id)
-			}
-			if errors.Is(err, journal.ErrIncidentNotFound) {
-				err = fmt.Errorf("no incident %s in %s (hint: agentctl incidents --all lists them)", id, from.Path())
-			}
+	from, err := askOrJournal(ctx, e, &df, "/v1/incidents/"+url.PathEscape(id), &view, func(j *journal.Journal) (err error) {
+		view.Incident, err = j.GetIncident(ctx, id)
+		if err == nil {
+			view.Steps, err = j.Steps(ctx, id)
 		}
+		if errors.Is(err, journal.ErrIncidentNotFound) {
+			err = fmt.Errorf("no incident %s in %s (hint: agentctl incidents --all lists them)", id, j.Path())
+		}
+		return err
+	})
+	if from != nil {
+		defer from.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl incident: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if view.Steps == nil {
 		view.Steps = []journal.Step{}
 	}
-	if *asJSON {
-		if from != nil {
-			fmt.Fprintf(e.stderr, "agentctl incident: %s\n", journalLabel(from))
-		}
-		if err := writeJSON(e.stdout, view); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl incident: %v\n", err)
-			return exitError
-		}
-		return exitOK
-	}
-	if from != nil {
-		fmt.Fprintf(e.stdout, "(%s)\n", journalLabel(from))
-	}
-	printIncident(e.stdout, view)
-	return exitOK
+	return v.answer(from, *asJSON, view, func(w io.Writer) { printIncident(w, view) })
 }
 
 func printIncident(w io.Writer, v control.IncidentView) {
@@ -100,11 +78,7 @@ func printIncident(w io.Writer, v control.IncidentView) {
 	}
 	kv.row("state", state)
 	kv.row("policy", in.Policy)
-	prof := in.Profile
-	if prof == "" {
-		prof = "-"
-	}
-	kv.row("store", fmt.Sprintf("%s (profile %s, home %s)", in.Store, prof, in.Home))
+	kv.row("store", fmt.Sprintf("%s (profile %s, home %s)", in.Store, orDash(in.Profile), in.Home))
 	kv.row("opened", stamp(in.OpenedAt))
 	kv.row("updated", stamp(in.UpdatedAt))
 	if !in.ResolvedAt.IsZero() {
@@ -148,11 +122,7 @@ func printIncident(w io.Writer, v control.IncidentView) {
 			if h.Frozen {
 				frozen = "yes"
 			}
-			rel := h.Released
-			if rel == "" {
-				rel = "-"
-			}
-			t.row(fmt.Sprint(h.PID), strings.Join(files, ","), frozen, rel, h.Exe)
+			t.row(fmt.Sprint(h.PID), strings.Join(files, ","), frozen, orDash(h.Released), h.Exe)
 		}
 		t.write(w)
 	}

@@ -51,6 +51,37 @@ func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string
 	return j, nil
 }
 
+// askOrJournal GETs path from agentd into x. When agentd does not run,
+// read fills x from its journal instead, which askOrJournal returns (the
+// caller closes it) so that the answer can say where it came from.
+func askOrJournal(ctx context.Context, e *env, d *daemonFlags, path string, x any, read func(*journal.Journal) error) (*journal.Journal, error) {
+	err := newClient(socketPath(d.socket, e.getenv)).get(ctx, path, x)
+	if !errors.Is(err, errDaemonNotRunning) {
+		return nil, err
+	}
+	j, err := openJournal(ctx, d, e.getenv, err)
+	if err != nil {
+		return nil, err
+	}
+	return j, read(j)
+}
+
+// answer prints x as JSON, or as text, saying (on stderr with JSON) when
+// it was read from the journal rather than from agentd.
+func (v *verb) answer(from *journal.Journal, asJSON bool, x any, text func(io.Writer)) int {
+	if asJSON {
+		if from != nil {
+			fmt.Fprintf(v.e.stderr, "agentctl %s: %s\n", v.fs.Name(), journalLabel(from))
+		}
+		return v.printJSON(x)
+	}
+	if from != nil {
+		fmt.Fprintf(v.e.stdout, "(%s)\n", journalLabel(from))
+	}
+	text(v.e.stdout)
+	return exitOK
+}
+
 func incidentsUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: agentctl incidents [--all] [--json] [--socket PATH] [--state-dir DIR]")
 	fmt.Fprintln(w)
@@ -61,13 +92,12 @@ func incidentsUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runIncidents(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("incidents", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "incidents", incidentsUsage)
 	var df daemonFlags
-	df.register(fs)
-	all := fs.Bool("all", false, "every incident, resolved and failed ones too")
-	asJSON := fs.Bool("json", false, "print the incidents as JSON (the control API's shape)")
-	if _, code, ok := parseOrUsage(e, fs, args, 0, incidentsUsage); !ok {
+	df.register(v.fs)
+	all := v.fs.Bool("all", false, "every incident, resolved and failed ones too")
+	asJSON := v.fs.Bool("json", false, "print the incidents as JSON (the control API's shape)")
+	if _, code, ok := v.parseN(args, 0); !ok {
 		return code
 	}
 	path := "/v1/incidents"
@@ -75,97 +105,36 @@ func runIncidents(ctx context.Context, e *env, args []string) int {
 		path += "?all=1"
 	}
 	var incs []journal.Incident
-	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, path, &incs)
-	var from *journal.Journal
-	if errors.Is(err, errDaemonNotRunning) {
-		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
-			defer from.Close()
-			incs, err = from.ListIncidents(ctx, journal.ListOptions{OpenOnly: !*all})
-		}
+	from, err := askOrJournal(ctx, e, &df, path, &incs, func(j *journal.Journal) (err error) {
+		incs, err = j.ListIncidents(ctx, journal.ListOptions{OpenOnly: !*all})
+		return err
+	})
+	if from != nil {
+		defer from.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl incidents: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if incs == nil {
 		incs = []journal.Incident{}
 	}
-	if *asJSON {
-		if from != nil {
-			fmt.Fprintf(e.stderr, "agentctl incidents: %s\n", journalLabel(from))
-		}
-		if err := writeJSON(e.stdout, incs); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl incidents: %v\n", err)
-			return exitError
-		}
-		return exitOK
-	}
-	if from != nil {
-		fmt.Fprintf(e.stdout, "(%s)\n", journalLabel(from))
-	}
+	return v.answer(from, *asJSON, incs, func(w io.Writer) {
+		printIncidents(w, incs, *all)
+	})
+}
+
+func printIncidents(w io.Writer, incs []journal.Incident, all bool) {
 	if len(incs) == 0 {
-		if *all {
-			fmt.Fprintln(e.stdout, "No incidents.")
+		if all {
+			fmt.Fprintln(w, "No incidents.")
 		} else {
-			fmt.Fprintln(e.stdout, "No open incidents.")
+			fmt.Fprintln(w, "No open incidents.")
 		}
-		return exitOK
+		return
 	}
 	t := newTable("", "ID", "KIND", "STATE", "POLICY", "PROFILE", "OPENED", "STORE")
 	for _, in := range incs {
-		prof := in.Profile
-		if prof == "" {
-			prof = "-"
-		}
-		t.row(in.ID, string(in.Kind), string(in.State), in.Policy, prof, stamp(in.OpenedAt), in.Store)
+		t.row(in.ID, string(in.Kind), string(in.State), in.Policy, orDash(in.Profile), stamp(in.OpenedAt), in.Store)
 	}
-	t.write(e.stdout)
-	return exitOK
-}
-
-// parseOrUsage parses flags anywhere among args and wants exactly npos
-// positional arguments, which it returns. On -h it prints the usage and
-// returns (nil, 0, false); on a mistake it prints the error and the usage
-// and returns (nil, 2, false).
-func parseOrUsage(e *env, fs *flag.FlagSet, args []string, npos int, usage func(io.Writer, *flag.FlagSet)) ([]string, int, bool) {
-	pos, err := flagsAnywhere(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage(e.stdout, fs)
-		return nil, exitOK, false
-	}
-	if err == nil && len(pos) != npos {
-		if len(pos) > npos {
-			err = fmt.Errorf("unexpected argument %q", pos[npos])
-		} else {
-			err = errors.New("missing argument")
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl %s: %v\n\n", fs.Name(), err)
-		usage(e.stderr, fs)
-		return nil, exitUsage, false
-	}
-	return pos, 0, true
-}
-
-// flagsAnywhere parses flags before, between and after positional
-// arguments ("release ID --kill" as the usage shows it) and returns the
-// positional ones; "--" ends the flags.
-func flagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// Parse consumes a "--" terminator: what follows is positional.
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
+	t.write(w)
 }

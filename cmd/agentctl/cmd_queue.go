@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,53 +19,40 @@ func queueUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runQueue(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "queue", queueUsage)
 	var df daemonFlags
-	df.register(fs)
-	asJSON := fs.Bool("json", false, "print the jobs as JSON (the control API's shape)")
-	if _, code, ok := parseOrUsage(e, fs, args, 0, queueUsage); !ok {
+	df.register(v.fs)
+	asJSON := v.fs.Bool("json", false, "print the jobs as JSON (the control API's shape)")
+	if _, code, ok := v.parseN(args, 0); !ok {
 		return code
 	}
 	var jobs []journal.Job
-	err := newClient(socketPath(df.socket, e.getenv)).get(ctx, "/v1/jobs", &jobs)
-	var from *journal.Journal
-	if errors.Is(err, errDaemonNotRunning) {
-		if from, err = openJournal(ctx, &df, e.getenv, err); err == nil {
-			defer from.Close()
-			jobs, err = from.ListJobs(ctx, journal.JobFilter{})
-		}
+	from, err := askOrJournal(ctx, e, &df, "/v1/jobs", &jobs, func(j *journal.Journal) (err error) {
+		jobs, err = j.ListJobs(ctx, journal.JobFilter{})
+		return err
+	})
+	if from != nil {
+		defer from.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl queue: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if jobs == nil {
 		jobs = []journal.Job{}
 	}
-	if *asJSON {
-		if from != nil {
-			fmt.Fprintf(e.stderr, "agentctl queue: %s\n", journalLabel(from))
-		}
-		if err := writeJSON(e.stdout, jobs); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl queue: %v\n", err)
-			return exitError
-		}
-		return exitOK
-	}
-	if from != nil {
-		fmt.Fprintf(e.stdout, "(%s)\n", journalLabel(from))
-	}
+	return v.answer(from, *asJSON, jobs, func(w io.Writer) { printJobs(w, jobs) })
+}
+
+func printJobs(w io.Writer, jobs []journal.Job) {
 	if len(jobs) == 0 {
-		fmt.Fprintln(e.stdout, "No replay jobs.")
-		return exitOK
+		fmt.Fprintln(w, "No replay jobs.")
+		return
 	}
 	t := newTable("", "ID", "STATE", "TRIES", "INCIDENT", "SESSION", "NOTE", "FILE")
 	for _, j := range jobs {
 		t.row(fmt.Sprint(j.ID), string(j.State), fmt.Sprint(j.Attempts), orDash(j.IncidentID), orDash(j.SessionID), jobNote(j), j.Path)
 	}
-	t.write(e.stdout)
-	return exitOK
+	t.write(w)
 }
 
 // jobNote is what an operator wants to know next about a job.

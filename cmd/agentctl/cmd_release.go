@@ -26,13 +26,12 @@ func releaseUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runRelease(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	socket := fs.String("socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
-	resume := fs.Bool("resume", false, "resume the holders (SIGCONT)")
-	terminate := fs.Bool("terminate", false, "terminate the holders (SIGTERM, grace, SIGKILL)")
-	kill := fs.Bool("kill", false, "kill the holders (SIGKILL)")
-	pos, code, ok := parseOrUsage(e, fs, args, 1, releaseUsage)
+	v := newVerb(e, "release", releaseUsage)
+	socket := v.fs.String("socket", "", "agentd control socket (default $"+socketEnv+", else the agent's default)")
+	resume := v.fs.Bool("resume", false, "resume the holders (SIGCONT)")
+	terminate := v.fs.Bool("terminate", false, "terminate the holders (SIGTERM, grace, SIGKILL)")
+	kill := v.fs.Bool("kill", false, "kill the holders (SIGKILL)")
+	pos, code, ok := v.parseN(args, 1)
 	if !ok {
 		return code
 	}
@@ -46,10 +45,7 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	if len(how) != 1 {
-		fmt.Fprintln(e.stderr, "agentctl release: give exactly one of --resume, --terminate, --kill")
-		fmt.Fprintln(e.stderr)
-		releaseUsage(e.stderr, fs)
-		return exitUsage
+		return v.usageError("give exactly one of --resume, --terminate, --kill")
 	}
 	id := pos[0]
 	var ans struct {
@@ -63,8 +59,7 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl release: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	fmt.Fprintf(e.stdout, "incident %s: holders released (%s); see agentctl incident show %s\n", ans.Incident, ans.Released, ans.Incident)
 	return exitOK

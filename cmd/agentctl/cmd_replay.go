@@ -49,76 +49,57 @@ func replayUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runReplay(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	sessionID := fs.String("session-id", "", "session to replay into (default: the file name's stem)")
-	inspect := fs.Bool("inspect-only", false, "report what a replay would do; write nothing")
-	now := fs.Bool("now", false, "run here and now instead of queueing with a running agentd")
-	profile := fs.String("profile", "", "Hermes profile whose store to use (default \"default\")")
-	home := fs.String("home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
-	db := fs.String("db", "", "path of the store (state.db) to replay into")
+	v := newVerb(e, "replay", replayUsage)
+	sessionID := v.fs.String("session-id", "", "session to replay into (default: the file name's stem)")
+	inspect := v.fs.Bool("inspect-only", false, "report what a replay would do; write nothing")
+	now := v.fs.Bool("now", false, "run here and now instead of queueing with a running agentd")
+	var sf storeFlags
+	sf.register(v.fs, "Hermes profile whose store to use (default \"default\")", "path of the store (state.db) to replay into")
 	var cf captureFlags
-	cf.register(fs)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		replayUsage(e.stdout, fs)
-		return exitOK
-	}
-	if err == nil && (cf.dir != "" || cf.includePre || cf.kind != "" || cf.replacedAt != "") {
-		if msg := cf.check(pos, *sessionID, *inspect); msg != "" {
-			fmt.Fprintf(e.stderr, "agentctl replay: %s\n\n", msg)
-			replayUsage(e.stderr, fs)
-			return exitUsage
+	cf.register(v.fs)
+	pos, code, ok := v.parse(args, func(pos []string) string {
+		if cf.dir != "" || cf.includePre || cf.kind != "" || cf.replacedAt != "" {
+			if msg := cf.check(pos, *sessionID, *inspect); msg != "" {
+				return msg
+			}
+		} else if len(pos) != 1 {
+			return fmt.Sprintf("need exactly one JSONL path, got %d", len(pos))
 		}
-		pos = []string{""}
-	}
-	if err != nil || len(pos) != 1 || (*db != "" && (*profile != "" || *home != "")) {
-		switch {
-		case err != nil:
-			fmt.Fprintf(e.stderr, "agentctl replay: %v\n\n", err)
-		case len(pos) != 1:
-			fmt.Fprintf(e.stderr, "agentctl replay: need exactly one JSONL path, got %d\n\n", len(pos))
-		default:
-			fmt.Fprintln(e.stderr, "agentctl replay: --db names the store; do not combine it with --profile/--home")
-			fmt.Fprintln(e.stderr)
-		}
-		replayUsage(e.stderr, fs)
-		return exitUsage
+		return sf.mixed()
+	})
+	if !ok {
+		return code
 	}
 	if cf.dir != "" {
-		return runReplayCapture(ctx, e, &cf, *db, *profile, *home, *now)
+		return runReplayCapture(ctx, v, &cf, &sf, *now)
 	}
 	jsonl := expandHome(pos[0], e.getenv)
-	named := *db != "" || *profile != "" || *home != ""
 
 	if *inspect {
 		dbPath := ""
-		if named {
-			if dbPath, err = replayStore(e, *db, *profile, *home); err != nil {
-				fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-				return exitError
+		if sf.named() {
+			var err error
+			if dbPath, err = sf.resolve(e); err != nil {
+				return v.fail(err)
 			}
 		}
 		rep, err := recovery.Inspect(ctx, jsonl, dbPath, recovery.ReplayOptions{SessionID: *sessionID})
 		if err != nil {
-			fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-			return exitError
+			return v.fail(err)
 		}
 		printInspect(e.stdout, rep)
 		return reportLines(e.stderr, rep.Issues, rep.Repaired, "would be")
 	}
 
-	dbPath, err := replayStore(e, *db, *profile, *home)
+	dbPath, err := sf.resolve(e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if !*now && e.queueReplay != nil {
 		abs, _ := filepath.Abs(jsonl)
 		queued, err := e.queueReplay(ctx, e, replayRequest{Path: abs, SessionID: *sessionID, Store: dbPath})
 		if err != nil {
-			fmt.Fprintf(e.stderr, "agentctl replay: queue with agentd: %v\n", err)
-			return exitError
+			return v.fail(fmt.Errorf("queue with agentd: %w", err))
 		}
 		if queued {
 			fmt.Fprintf(e.stdout, "queued replay of %s into %s (see agentctl queue)\n", abs, dbPath)
@@ -127,7 +108,7 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 	}
 	rep, err := recovery.ReplayFile(ctx, dbPath, jsonl, recovery.ReplayOptions{SessionID: *sessionID})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		v.fail(err)
 		if errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore) || errors.Is(err, store.ErrNotRegular) {
 			fmt.Fprintln(e.stderr, "agentctl replay: the store was not written; the JSONL is unchanged")
 		}
@@ -246,26 +227,6 @@ func expandHome(p string, getenv func(string) string) string {
 	return filepath.Join(home, strings.TrimPrefix(p, "~"))
 }
 
-// parseInterspersed parses flags anywhere among the arguments, so
-// "replay PATH --session-id X" works as the usage shows.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 // captureFlags are replay's --capture mode: divert a capture, then replay
 // what it diverted.
 type captureFlags struct {
@@ -315,21 +276,19 @@ func parseReplacedAt(s string) (time.Time, error) {
 // incident id is the capture's own (stateguard.incident_id), so a capture
 // the daemon already diverted is found again rather than diverted twice,
 // else manual-<capture directory name>.
-func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile, home string, now bool) int {
-	dbPath, err := replayStore(e, db, profile, home)
+func runReplayCapture(ctx context.Context, v *verb, cf *captureFlags, sf *storeFlags, now bool) int {
+	e := v.e
+	dbPath, err := sf.resolve(e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	capDir, err := filepath.Abs(expandHome(cf.dir, e.getenv))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	info, err := recovery.OpenCapture(capDir)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	req := recovery.DivertRequest{Capture: capDir, Store: dbPath, Kind: cf.kind,
 		IncidentID: "manual-" + filepath.Base(capDir)}
@@ -347,7 +306,7 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 	}
 	if cf.replacedAt != "" {
 		if req.ReplacedAt, err = parseReplacedAt(cf.replacedAt); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+			v.fail(err)
 			return exitUsage
 		}
 	}
@@ -359,7 +318,7 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 
 	rep, err := recovery.Divert(ctx, req)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
+		v.fail(err)
 		if errors.Is(err, recovery.ErrUnsafeDir) {
 			return exitRefused
 		}
@@ -389,8 +348,7 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 		for _, f := range files {
 			ok, err := e.queueReplay(ctx, e, replayRequest{Path: f.Path, SessionID: f.SessionID, Store: dbPath})
 			if err != nil {
-				fmt.Fprintf(e.stderr, "agentctl replay: queue with agentd: %v\n", err)
-				return exitError
+				return v.fail(fmt.Errorf("queue with agentd: %w", err))
 			}
 			if !ok {
 				break
@@ -406,8 +364,7 @@ func runReplayCapture(ctx context.Context, e *env, cf *captureFlags, db, profile
 	for _, f := range files {
 		r, err := recovery.ReplayFile(ctx, dbPath, f.Path, f.ReplayOptions())
 		if err != nil {
-			fmt.Fprintf(e.stderr, "agentctl replay: %v\n", err)
-			return exitError
+			return v.fail(err)
 		}
 		created := ""
 		if r.SessionCreated {

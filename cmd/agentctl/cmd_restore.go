@@ -60,58 +60,48 @@ func restoreUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 type restoreFlags struct {
-	profile, home, db string
-	stopWriters       bool
-	force             bool
-	release           string
-	config            string
-	socket            string
+	storeFlags
+	stopWriters bool
+	force       bool
+	release     string
+	config      string
+	socket      string
 }
 
 func runRestore(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "restore", restoreUsage)
+	fs := v.fs
 	var f restoreFlags
-	fs.StringVar(&f.profile, "profile", "", "Hermes profile whose store to restore")
-	fs.StringVar(&f.home, "home", "", "Hermes home (default $HERMES_HOME, else ~/.hermes)")
-	fs.StringVar(&f.db, "db", "", "path of the store (state.db) to restore, instead of --profile")
+	f.storeFlags.register(fs, "Hermes profile whose store to restore", "path of the store (state.db) to restore, instead of --profile")
 	fs.BoolVar(&f.stopWriters, "stop-writers", false, "freeze the processes holding the store for the restore, then release them")
 	fs.BoolVar(&f.force, "force", false, "restore although the holder scan cannot see every process")
 	fs.StringVar(&f.release, "release", "", "with --stop-writers: terminate, kill, resume or hold (default: the config's replaced policy)")
 	fs.StringVar(&f.config, "config", "", "agentd config file to read the release policy from (default: the usual one)")
 	fs.StringVar(&f.socket, "socket", "", "agentd control socket (default $"+socketEnv+", else the usual one)")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		restoreUsage(e.stdout, fs)
-		return exitOK
-	}
-	var msg string
-	switch {
-	case err != nil:
-		msg = err.Error()
-	case len(pos) != 1:
-		msg = fmt.Sprintf("need exactly one BACKUP file, got %d", len(pos))
-	case f.db == "" && f.profile == "":
-		msg = "name the store: --profile P (restore never picks one for you), or --db PATH"
-	case f.db != "" && (f.profile != "" || f.home != ""):
-		msg = "--db names the store; do not combine it with --profile/--home"
-	case f.release != "" && !f.stopWriters:
-		msg = "--release applies only with --stop-writers"
-	}
-	if msg == "" && f.release != "" {
-		if _, err := restorePolicy(f.release); err != nil {
-			msg = err.Error()
+	pos, code, ok := v.parse(args, func(pos []string) string {
+		switch {
+		case len(pos) != 1:
+			return fmt.Sprintf("need exactly one BACKUP file, got %d", len(pos))
+		case f.db == "" && f.profile == "":
+			return "name the store: --profile P (restore never picks one for you), or --db PATH"
+		case f.mixed() != "":
+			return f.mixed()
+		case f.release != "" && !f.stopWriters:
+			return "--release applies only with --stop-writers"
 		}
+		if f.release != "" {
+			if _, err := restorePolicy(f.release); err != nil {
+				return err.Error()
+			}
+		}
+		return ""
+	})
+	if !ok {
+		return code
 	}
-	if msg != "" {
-		fmt.Fprintf(e.stderr, "agentctl restore: %s\n\n", msg)
-		restoreUsage(e.stderr, fs)
-		return exitUsage
-	}
-	target, err := replayStore(e, f.db, f.profile, f.home)
+	target, err := f.resolve(e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl restore: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	// The daemon and the holder scan know the store by its resolved path.
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(target)); err == nil {

@@ -149,32 +149,20 @@ func statusUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	v := newVerb(e, "status", statusUsage)
 	var sc scope
-	sc.register(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON (shape: version 1.1, see the README)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if errors.Is(err, flag.ErrHelp) {
-			statusUsage(e.stdout, fs)
-			return exitOK
-		}
-		if err == nil {
-			err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-		}
-		fmt.Fprintf(e.stderr, "agentctl status: %v\n\n", err)
-		statusUsage(e.stderr, fs)
-		return exitUsage
+	sc.register(v.fs)
+	asJSON := v.fs.Bool("json", false, "print the status as JSON (shape: version 1.1, see the README)")
+	if _, code, ok := v.parseN(args, 0); !ok {
+		return code
 	}
 	st, err := gatherStatus(ctx, e, &sc)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "agentctl status: %v\n", err)
-		return exitError
+		return v.fail(err)
 	}
 	if *asJSON {
-		if err := writeJSON(e.stdout, st); err != nil {
-			fmt.Fprintf(e.stderr, "agentctl status: %v\n", err)
-			return exitError
+		if code := v.printJSON(st); code != exitOK {
+			return code
 		}
 	} else {
 		printStatus(e.stdout, st)
