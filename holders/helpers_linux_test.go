@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 const nobody = 65534
@@ -27,21 +29,7 @@ func helperBinary(t *testing.T) string {
 	dir := t.TempDir()
 	openUp(t, dir)
 	bin := filepath.Join(dir, "scanhelper")
-	in, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(bin, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	hermestest.CopyFile(t, self, bin, 0o755)
 	return bin
 }
 
@@ -71,20 +59,8 @@ func startScanSession(t *testing.T, uid uint32, rule Rule, dbs ...string) *scanS
 	cmd.Env = append(os.Environ(), scanHelperEnv+"="+strings.Join(dbs, ":"), scanRuleEnv+"="+string(rule))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &scanSession{t: t, cmd: cmd, in: in, out: bufio.NewReader(out)}
-	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	return s
+	in, out := hermestest.StartPiped(t, cmd)
+	return &scanSession{t: t, cmd: cmd, in: in, out: out}
 }
 
 func (s *scanSession) scan() *Result {
@@ -195,33 +171,9 @@ func holdFiles(t *testing.T, o holdOptions, paths ...string) int {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.cred}
 	}
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err == nil && !strings.HasPrefix(line, "ready") {
-			err = fmt.Errorf("hold helper said %q", line)
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("hold helper: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("hold helper not ready")
+	_, out := hermestest.StartPiped(t, cmd)
+	if line := hermestest.FirstLine(t, "hold helper", out, 30*time.Second); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("hold helper said %q", line)
 	}
 	return cmd.Process.Pid
 }
@@ -236,22 +188,10 @@ func startMapHelper(t *testing.T, path string) int {
 	}
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), mapHelperEnv+"="+path)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line := make([]byte, 64)
-	if n, err := stdout.Read(line); err != nil || !strings.HasPrefix(string(line[:n]), "ready") {
-		t.Fatalf("map helper: %q %v", line[:n], err)
+	_, out := hermestest.StartPiped(t, cmd)
+	if line := hermestest.FirstLine(t, "map helper", out, 30*time.Second); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("map helper said %q", line)
 	}
 	return cmd.Process.Pid
 }

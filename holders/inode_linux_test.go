@@ -266,22 +266,11 @@ func startReadonlySQLite(t *testing.T, db string) int {
 		t.Skip("sqlite3 is not installed (apt-get install sqlite3)")
 	}
 	cmd := exec.Command(bin, "-readonly", db)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	in, out := hermestest.StartPiped(t, cmd)
 	if _, err := io.WriteString(in, "SELECT count(*) FROM messages;\n"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+	if _, err := out.ReadString('\n'); err != nil {
 		t.Fatalf("sqlite3 -readonly: %v", err)
 	}
 	return cmd.Process.Pid

@@ -5,7 +5,6 @@ package recovery
 import (
 	"context"
 	"database/sql"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -109,26 +108,7 @@ func (s *sqlStore) checkpoint() {
 // dst, standing in for the healthy store a restore or a lost WAL leaves.
 func (s *sqlStore) copyMainTo(dst string) {
 	s.t.Helper()
-	copyFile(s.t, s.path, dst)
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	hermestest.CopyFile(s.t, s.path, dst, 0o600)
 }
 
 // capture copies the store's main and wal (and shm) with WriteCapture

@@ -244,7 +244,7 @@ func TestDivertWriterGeneration(t *testing.T) {
 	acks := w.WaitAcks(t, 60)
 	stopWriter(t, w)()
 	healthy := filepath.Join(home, "state.db")
-	copyFile(t, db, healthy) // the main without its WAL: schema only
+	hermestest.CopyFile(t, db, healthy, 0o600) // the main without its WAL: schema only
 	c, err := WriteCapture(context.Background(), openPinned(t, db), CaptureRequest{DBPath: db, PID: w.Pid, Kind: KindSidecarLost, IncidentID: "inc-w"})
 	if err != nil {
 		t.Fatal(err)

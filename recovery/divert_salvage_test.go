@@ -28,14 +28,14 @@ func TestDivertSalvaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	backup := filepath.Join(e.dir, "backup.db")
-	copyFile(t, e.healthy, backup)
+	hermestest.CopyFile(t, e.healthy, backup, 0o600)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: e.healthy, Count: 12, Linger: true, CheckpointEvery: -1, ToolEvery: 5})
 	acks := w.WaitAcks(t, 12)
 	capture := filepath.Join(e.dir, "capture")
 	if err := os.Mkdir(capture, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, e.healthy+"-wal", filepath.Join(capture, "state.db-wal"))
+	hermestest.CopyFile(t, e.healthy+"-wal", filepath.Join(capture, "state.db-wal"), 0o600)
 	w.Kill()
 	<-w.Done()
 	// The operator's cp: same inode, the backup's bytes, sidecars gone.
@@ -96,7 +96,7 @@ func TestDivertUnpairedCapture(t *testing.T) {
 	db := e.orphan.path
 	e.orphan.close()
 	backup := filepath.Join(e.dir, "backup.db")
-	copyFile(t, db, backup) // the schema only: an old backup
+	hermestest.CopyFile(t, db, backup, 0o600) // the schema only: an old backup
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "old", Count: 400, CheckpointEvery: 50})
 	w1.WaitAcks(t, 400)
 	<-w1.Done()

@@ -5,14 +5,11 @@ package recovery
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,36 +106,6 @@ func integrityOK(t *testing.T, db string) {
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("integrity_check of %s: %v %v", db, problems, err)
 	}
-}
-
-// dirState is every entry of a directory with its identity, mode and
-// content hash: "nothing changed" means equal dirStates.
-func dirState(t *testing.T, dir string) string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		fi, err := os.Lstat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		sum := ""
-		if fi.Mode().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := sha256.Sum256(data)
-			sum = hex.EncodeToString(h[:8])
-		}
-		fmt.Fprintf(&b, "%s ino=%d mode=%v size=%d sum=%s\n", e.Name(), st.Ino, fi.Mode(), fi.Size(), sum)
-	}
-	return b.String()
 }
 
 func inodeOf(t *testing.T, p string) uint64 {

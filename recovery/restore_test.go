@@ -24,7 +24,7 @@ func TestRestoreOnline(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	hermestest.VacuumInto(t, db, backup)
 	addMessages(t, db, map[string]int{"s2": 6})
-	backupDir := dirState(t, filepath.Dir(backup))
+	backupDir := hermestest.DirState(t, filepath.Dir(backup))
 	ino := inodeOf(t, db)
 
 	p, tmp, err := planIn(t, backup, db)
@@ -62,7 +62,7 @@ func TestRestoreOnline(t *testing.T) {
 	if _, err := os.Stat(want + partialSuffix); !os.IsNotExist(err) {
 		t.Fatalf("staging file left: %v", err)
 	}
-	if got := dirState(t, filepath.Dir(backup)); got != backupDir {
+	if got := hermestest.DirState(t, filepath.Dir(backup)); got != backupDir {
 		t.Fatalf("the backup's directory changed:\n%s\nwas\n%s", got, backupDir)
 	}
 	if err := p.Close(); err != nil {
@@ -242,7 +242,7 @@ func TestRestorePublishBroken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := dirState(t, dir)
+	before := hermestest.DirState(t, dir)
 	p, _, err := planIn(t, backup, db)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestRestorePublishBroken(t *testing.T) {
 	if !errors.As(err, &ref) || !errors.Is(err, ErrRestoreRefused) {
 		t.Fatalf("without a clear scan: %v, want a refusal", err)
 	}
-	if got := dirState(t, dir); got != before {
+	if got := hermestest.DirState(t, dir); got != before {
 		t.Fatalf("a refused restore changed the directory:\n%s\nwas\n%s", got, before)
 	}
 
@@ -285,7 +285,7 @@ func TestRestorePublishLeftoverSidecarsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.db-wal"), []byte("frames of a deleted store"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := dirState(t, dir)
+	before := hermestest.DirState(t, dir)
 	p, _, err := planIn(t, backup, filepath.Join(dir, "state.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestRestorePublishLeftoverSidecarsRefused(t *testing.T) {
 	if _, err := p.Execute(context.Background(), RestoreOptions{}); !errors.Is(err, ErrRestoreRefused) || !strings.Contains(err.Error(), "state.db-wal") {
 		t.Fatalf("got %v", err)
 	}
-	if got := dirState(t, dir); got != before {
+	if got := hermestest.DirState(t, dir); got != before {
 		t.Fatalf("directory changed:\n%s", got)
 	}
 }
@@ -358,10 +358,10 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 		{"missing", filepath.Join(bdir, "nope.db"), db, "does not exist"},
 		{"no directory", okBackup, filepath.Join(t.TempDir(), "gone", "state.db"), "directory"},
 	}
-	storeBefore := dirState(t, filepath.Dir(db))
+	storeBefore := hermestest.DirState(t, filepath.Dir(db))
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bBefore := dirState(t, bdir)
+			bBefore := hermestest.DirState(t, bdir)
 			p, tmp, err := planIn(t, tc.backup, tc.target)
 			if err == nil {
 				t.Fatalf("planned %+v, want an error", p)
@@ -374,12 +374,12 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 			}
 			t.Logf("%s: %v", tc.name, err)
 			emptyDir(t, tmp)
-			if got := dirState(t, bdir); got != bBefore {
+			if got := hermestest.DirState(t, bdir); got != bBefore {
 				t.Fatalf("the backups' directory changed:\n%s", got)
 			}
 		})
 	}
-	if got := dirState(t, filepath.Dir(db)); got != storeBefore {
+	if got := hermestest.DirState(t, filepath.Dir(db)); got != storeBefore {
 		t.Fatalf("the store's directory changed:\n%s\nwas\n%s", got, storeBefore)
 	}
 }
@@ -401,13 +401,13 @@ func TestRestoreRefusesForeignTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close()
-		before := dirState(t, dir)
+		before := hermestest.DirState(t, dir)
 		_, _, err = planIn(t, backup, db)
 		want := map[string]string{"wal": "not a Hermes store", "delete": "rollback-journal mode"}[mode]
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: %v, want %q", mode, err, want)
 		}
-		if got := dirState(t, dir); got != before {
+		if got := hermestest.DirState(t, dir); got != before {
 			t.Fatalf("%s: directory changed", mode)
 		}
 	}

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/control"
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 const lockHelperEnv = "STATEGUARD_TEST_LOCK_HELPER"
@@ -48,34 +48,11 @@ func startLockHelper(t *testing.T, dir string) *lockHelper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelper$")
 	cmd.Env = append(os.Environ(), lockHelperEnv+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := hermestest.StartPiped(t, cmd)
+	t.Cleanup(func() { cmd.Process.Kill() })
 	h := &lockHelper{cmd: cmd, stdin: stdin}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- strings.TrimSpace(s)
-	}()
-	select {
-	case h.line = <-lines:
-	case <-time.After(30 * time.Second):
-		t.Fatal("lock helper did not report within 30s")
-	}
+	h.line = hermestest.FirstLine(t, "lock helper", stdout, 30*time.Second)
 	return h
 }
 

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,7 +55,7 @@ func captureFixture(t *testing.T, kind, incident string) (capture, healthy strin
 		if seq == 3 {
 			exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 			healthy = filepath.Join(home, "state.db")
-			copyTo(t, orphan, healthy)
+			hermestest.CopyFile(t, orphan, healthy, 0o600)
 		}
 	}
 	var src recovery.CaptureSource
@@ -77,25 +76,6 @@ func captureFixture(t *testing.T, kind, incident string) (capture, healthy strin
 		t.Fatal(err)
 	}
 	return c.Dir, healthy, base
-}
-
-func copyTo(t *testing.T, src, dst string) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestReplayCaptureSidecarLost(t *testing.T) {

@@ -224,13 +224,13 @@ func TestRestoreDaemonRefusesDuringIncident(t *testing.T) {
 		}
 		return false
 	})
-	before := storeBytes(t, f.home)
+	before := hermestest.DirState(t, f.home, "-shm")
 	r := ctl(t, vars, "restore", "--profile", "default", "--home", f.home, "--stop-writers", "--force", f.backup)
 	if r.code != exitRefused {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	mustContain(t, "stderr", r.stderr, "refused by agentd", "unfinished incident", inc.ID)
-	if got := storeBytes(t, f.home); got != before {
+	if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s", got)
 	}
 	if r := ctl(t, vars, "release", inc.ID, "--kill"); r.code != exitOK {

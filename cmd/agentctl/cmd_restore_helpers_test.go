@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
@@ -114,36 +111,6 @@ func integrityOf(t *testing.T, db string) string {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// storeBytes is the identity of every entry in the store's directory and
-// the bytes of the main file and -wal. The -shm is compared by identity
-// only: SQLite readers legitimately update read marks in it.
-func storeBytes(t *testing.T, dir string) string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		fi, err := os.Lstat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "%s ino=%d mode=%v", e.Name(), fi.Sys().(*syscall.Stat_t).Ino, fi.Mode())
-		if fi.Mode().IsRegular() && !strings.HasSuffix(e.Name(), "-shm") {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum := sha256.Sum256(data)
-			fmt.Fprintf(&b, " size=%d sha=%s", len(data), hex.EncodeToString(sum[:8]))
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 // backupSeq is the backup's last message id: a writer that continues on

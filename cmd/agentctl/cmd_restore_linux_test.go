@@ -19,7 +19,7 @@ func TestRestoreRefusesHeldStore(t *testing.T) {
 	f := newRestoreFixture(t, 5)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: f.db, Count: 20, Linger: true})
 	w.WaitAcks(t, 20)
-	before := storeBytes(t, f.home)
+	before := hermestest.DirState(t, f.home, "-shm")
 
 	r := ctl(t, noDaemon(t), "restore", "--db", f.db, f.backup)
 	if r.code != exitRefused {
@@ -29,7 +29,7 @@ func TestRestoreRefusesHeldStore(t *testing.T) {
 	if strings.Contains(r.stdout, "restored") {
 		t.Fatalf("a refused restore printed a success line:\n%s", r.stdout)
 	}
-	if got := storeBytes(t, f.home); got != before {
+	if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s\nwas\n%s", got, before)
 	}
 }
@@ -104,7 +104,7 @@ func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := storeBytes(t, f.home)
+	before := hermestest.DirState(t, f.home, "-shm")
 	for _, extra := range [][]string{nil, {"--stop-writers", "--release", "resume"}} {
 		args := append([]string{"restore", "--db", f.db}, extra...)
 		r := ctl(t, noDaemon(t), append(args, f.backup)...)
@@ -112,7 +112,7 @@ func TestRestoreRefusesMissingStoreWithHeldSidecars(t *testing.T) {
 			t.Fatalf("%v: exit %d\nstdout: %s\nstderr: %s", extra, r.code, r.stdout, r.stderr)
 		}
 		mustContain(t, "stderr", r.stderr, "missing", "pid "+strconv.Itoa(w.Pid), "deleted or replaced")
-		if got := storeBytes(t, f.home); got != before {
+		if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 			t.Fatalf("directory changed:\n%s", got)
 		}
 	}
@@ -131,13 +131,13 @@ func TestRestoreStrictRuleUnknownRefused(t *testing.T) {
 	f := newRestoreFixture(t, 3)
 	strict := filepath.Join(t.TempDir(), "agent.toml")
 	writeFile(t, strict, "verdict = \"strict\"\n")
-	before := storeBytes(t, f.home)
+	before := hermestest.DirState(t, f.home, "-shm")
 	r := ctl(t, noDaemon(t), "restore", "--db", f.db, "--config", strict, f.backup)
 	if r.code != exitRefused {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	mustContain(t, "stderr", r.stderr, "verdict unknown", "pid 1:", "--force")
-	if got := storeBytes(t, f.home); got != before {
+	if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s", got)
 	}
 	// --force restores online (nothing can be orphaned by it)...
@@ -149,13 +149,13 @@ func TestRestoreStrictRuleUnknownRefused(t *testing.T) {
 	writeFile(t, f.db, "garbage where a store was")
 	os.Remove(f.db + "-wal")
 	os.Remove(f.db + "-shm")
-	before = storeBytes(t, f.home)
+	before = hermestest.DirState(t, f.home, "-shm")
 	r = ctl(t, noDaemon(t), "restore", "--db", f.db, "--config", strict, "--force", f.backup)
 	if r.code != exitRefused {
 		t.Fatalf("--force over a broken main: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	mustContain(t, "stderr", r.stderr, "--force does not override it")
-	if got := storeBytes(t, f.home); got != before {
+	if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s", got)
 	}
 }
@@ -230,13 +230,13 @@ func TestRestoreUnprivileged(t *testing.T) {
 		}
 		return 0, string(out)
 	}
-	before := storeBytes(t, home)
+	before := hermestest.DirState(t, home, "-shm")
 	code, out := run("--config", strict, backup)
 	if code != exitRefused {
 		t.Fatalf("strict rule: exit %d, want %d\n%s", code, exitRefused, out)
 	}
 	mustContain(t, "output", out, "verdict unknown")
-	if got := storeBytes(t, home); got != before {
+	if got := hermestest.DirState(t, home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s\nwas\n%s", got, before)
 	}
 	code, out = run(backup)
@@ -287,7 +287,7 @@ func TestRestoreBadInput(t *testing.T) {
 	if err := os.Symlink(f.backup, link); err != nil {
 		t.Fatal(err)
 	}
-	before := storeBytes(t, f.home)
+	before := hermestest.DirState(t, f.home, "-shm")
 	cases := []struct {
 		args []string
 		want string
@@ -307,7 +307,7 @@ func TestRestoreBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
 	}
-	if got := storeBytes(t, f.home); got != before {
+	if got := hermestest.DirState(t, f.home, "-shm"); got != before {
 		t.Fatalf("store changed:\n%s", got)
 	}
 }
