@@ -11,20 +11,18 @@ import (
 )
 
 func adoptUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl adopt --from PROFILE --to PROFILE --session ID [--keep-donor] [--home H] [--json]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Imports the session ID (matched exactly, never by title) and its compression")
-	fmt.Fprintln(w, "lineage (its chain of parent_session_id) from the --from profile's store into")
-	fmt.Fprintln(w, "the --to profile's, in one transaction, then retires each donor session: archived")
-	fmt.Fprintln(w, "with end_reason 'adopted_by_profile', never deleted. A donor whose live message")
-	fmt.Fprintln(w, "count is ahead of the adopted copy (a writer appended since) is not retired; run")
-	fmt.Fprintln(w, "adopt again to take the new rows. Archived donors are never adopted. A second run")
-	fmt.Fprintln(w, "changes nothing.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 done, 1 error (nothing imported or retired), 2 usage,")
-	fmt.Fprintln(w, "4 partial: a segment was skipped, conflicted, or its donor not retired.")
+	printUsage(w, fs, `usage: agentctl adopt --from PROFILE --to PROFILE --session ID [--keep-donor] [--home H] [--json]
+
+Imports the session ID (matched exactly, never by title) and its compression
+lineage (its chain of parent_session_id) from the --from profile's store into
+the --to profile's, in one transaction, then retires each donor session: archived
+with end_reason 'adopted_by_profile', never deleted. A donor whose live message
+count is ahead of the adopted copy (a writer appended since) is not retired; run
+adopt again to take the new rows. Archived donors are never adopted. A second run
+changes nothing.
+`, `Exit codes: 0 done, 1 error (nothing imported or retired), 2 usage,
+4 partial: a segment was skipped, conflicted, or its donor not retired.
+`)
 }
 
 func runAdopt(ctx context.Context, e *env, args []string) int {

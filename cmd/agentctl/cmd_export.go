@@ -15,18 +15,17 @@ import (
 )
 
 func exportUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl export --session ID [--format json|md|html] [--redact] [-o FILE]")
-	fmt.Fprintln(w, "                       [--profile P] [--home H] | [--db PATH] | [--capture DIR]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Writes the session with all its messages: json keeps every column of every row")
-	fmt.Fprintln(w, "with its type (2-space indent), md is a readable transcript, html is one")
-	fmt.Fprintln(w, "self-contained page (no scripts, nothing fetched). The store is read read-only;")
-	fmt.Fprintln(w, "--capture reads a capture through a private copy, so what was salvaged can be")
-	fmt.Fprintln(w, "read before it is replayed. --redact masks API keys, bearer and basic")
-	fmt.Fprintln(w, "credentials, password=/token= values and passwords in URLs in every string.")
-	fmt.Fprintln(w, "-o never overwrites a file; without it (or with -o -) the export goes to stdout.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
+	printUsage(w, fs, `usage: agentctl export --session ID [--format json|md|html] [--redact] [-o FILE]
+                       [--profile P] [--home H] | [--db PATH] | [--capture DIR]
+
+Writes the session with all its messages: json keeps every column of every row
+with its type (2-space indent), md is a readable transcript, html is one
+self-contained page (no scripts, nothing fetched). The store is read read-only;
+--capture reads a capture through a private copy, so what was salvaged can be
+read before it is replayed. --redact masks API keys, bearer and basic
+credentials, password=/token= values and passwords in URLs in every string.
+-o never overwrites a file; without it (or with -o -) the export goes to stdout.
+`, "")
 }
 
 func runExport(ctx context.Context, e *env, args []string) int {

@@ -75,19 +75,17 @@ type holdersStore struct {
 }
 
 func holdersUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl holders [--json] [--files] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Prints one line per (store, holding process):")
-	fmt.Fprintln(w, "  profile pid user roles current|orphan command")
-	fmt.Fprintln(w, "roles is comma-separated (main,wal,shm); a store outside any profile shows \"-\".")
-	fmt.Fprintln(w, "With --files, each is followed by one indented line per file it holds:")
-	fmt.Fprintln(w, "    role current|orphan fd=N|- access=write|read|unknown evidence=fd,map,lock host=PATH holder=PATH")
-	fmt.Fprintln(w, "Processes the scan could not inspect are listed on stderr, with the verdict")
-	fmt.Fprintln(w, "rule's summary of those it cleared.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes as agentctl status: 0 ok, 1 error, 2 usage, 3 orphan or unknown.")
+	printUsage(w, fs, `usage: agentctl holders [--json] [--files] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]
+
+Prints one line per (store, holding process):
+  profile pid user roles current|orphan command
+roles is comma-separated (main,wal,shm); a store outside any profile shows "-".
+With --files, each is followed by one indented line per file it holds:
+    role current|orphan fd=N|- access=write|read|unknown evidence=fd,map,lock host=PATH holder=PATH
+Processes the scan could not inspect are listed on stderr, with the verdict
+rule's summary of those it cleared.
+`, `Exit codes as agentctl status: 0 ok, 1 error, 2 usage, 3 orphan or unknown.
+`)
 }
 
 func runHolders(ctx context.Context, e *env, args []string) int {

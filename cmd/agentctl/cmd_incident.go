@@ -17,12 +17,11 @@ import (
 )
 
 func incidentUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl incident show ID [--json] [--socket PATH] [--state-dir DIR]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Shows an incident, its holders and every step the agent journaled. When agentd")
-	fmt.Fprintln(w, "does not run, reads its journal read-only and says so.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
+	printUsage(w, fs, `usage: agentctl incident show ID [--json] [--socket PATH] [--state-dir DIR]
+
+Shows an incident, its holders and every step the agent journaled. When agentd
+does not run, reads its journal read-only and says so.
+`, "")
 }
 
 func runIncident(ctx context.Context, e *env, args []string) int {

@@ -83,12 +83,11 @@ func (v *verb) answer(from *journal.Journal, asJSON bool, x any, text func(io.Wr
 }
 
 func incidentsUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl incidents [--all] [--json] [--socket PATH] [--state-dir DIR]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Lists agentd's unfinished incidents, or every incident with --all. When agentd")
-	fmt.Fprintln(w, "does not run, reads its journal read-only and says so.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
+	printUsage(w, fs, `usage: agentctl incidents [--all] [--json] [--socket PATH] [--state-dir DIR]
+
+Lists agentd's unfinished incidents, or every incident with --all. When agentd
+does not run, reads its journal read-only and says so.
+`, "")
 }
 
 func runIncidents(ctx context.Context, e *env, args []string) int {

@@ -10,12 +10,11 @@ import (
 )
 
 func queueUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl queue [--json] [--socket PATH] [--state-dir DIR]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Lists agentd's replay jobs. When agentd does not run, reads its journal")
-	fmt.Fprintln(w, "read-only and says so.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
+	printUsage(w, fs, `usage: agentctl queue [--json] [--socket PATH] [--state-dir DIR]
+
+Lists agentd's replay jobs. When agentd does not run, reads its journal
+read-only and says so.
+`, "")
 }
 
 func runQueue(ctx context.Context, e *env, args []string) int {

@@ -13,16 +13,15 @@ import (
 )
 
 func releaseUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl release ID --resume|--terminate|--kill [--socket PATH]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Releases the frozen holders of an unfinished incident (one the hold policy")
-	fmt.Fprintln(w, "keeps frozen, or any other not yet captured):")
-	fmt.Fprintln(w, "  --resume     SIGCONT only; the process goes on writing to its orphan")
-	fmt.Fprintln(w, "  --terminate  SIGTERM, SIGCONT, then SIGKILL after the grace period")
-	fmt.Fprintln(w, "  --kill       SIGKILL while stopped, so no close-time code runs")
-	fmt.Fprintln(w, "Needs a running agentd.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
+	printUsage(w, fs, `usage: agentctl release ID --resume|--terminate|--kill [--socket PATH]
+
+Releases the frozen holders of an unfinished incident (one the hold policy
+keeps frozen, or any other not yet captured):
+  --resume     SIGCONT only; the process goes on writing to its orphan
+  --terminate  SIGTERM, SIGCONT, then SIGKILL after the grace period
+  --kill       SIGKILL while stopped, so no close-time code runs
+Needs a running agentd.
+`, "")
 }
 
 func runRelease(ctx context.Context, e *env, args []string) int {

@@ -25,27 +25,25 @@ type replayRequest struct {
 }
 
 func replayUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl replay PATH [--session-id ID] [--inspect-only] [--now]")
-	fmt.Fprintln(w, "                        [--profile P] [--home H] | [--db PATH]")
-	fmt.Fprintln(w, "       agentctl replay --capture DIR [--include-pre-replacement] [--kind K]")
-	fmt.Fprintln(w, "                        [--replaced-at TIME] [--now] [--profile P] [--home H] | [--db PATH]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Appends the records of a diverted JSONL (Hermes' or stateguard's) that the")
-	fmt.Fprintln(w, "session does not have yet, with Hermes' recovery ids, in one transaction.")
-	fmt.Fprintln(w, "The store is --db, else profile P (default \"default\") of home H (default")
-	fmt.Fprintln(w, "$HERMES_HOME or ~/.hermes). --inspect-only writes nothing, and reads a store")
-	fmt.Fprintln(w, "(read-only) only when one is named with --db, --profile or --home.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "With --capture, the rows a capture (stateguard's or Hermes') holds and the store")
-	fmt.Fprintln(w, "lacks are first diverted to <profile home>/sessions/recovered/<incident>/, then")
-	fmt.Fprintln(w, "replayed. Rows a restore rolled back (kind replaced, stamped at or before")
-	fmt.Fprintln(w, "--replaced-at) go to pre-replacement/ and are replayed only with")
-	fmt.Fprintln(w, "--include-pre-replacement.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe directory),")
-	fmt.Fprintln(w, "4 some lines or rows skipped or repaired (listed).")
+	printUsage(w, fs, `usage: agentctl replay PATH [--session-id ID] [--inspect-only] [--now]
+                        [--profile P] [--home H] | [--db PATH]
+       agentctl replay --capture DIR [--include-pre-replacement] [--kind K]
+                        [--replaced-at TIME] [--now] [--profile P] [--home H] | [--db PATH]
+
+Appends the records of a diverted JSONL (Hermes' or stateguard's) that the
+session does not have yet, with Hermes' recovery ids, in one transaction.
+The store is --db, else profile P (default "default") of home H (default
+$HERMES_HOME or ~/.hermes). --inspect-only writes nothing, and reads a store
+(read-only) only when one is named with --db, --profile or --home.
+
+With --capture, the rows a capture (stateguard's or Hermes') holds and the store
+lacks are first diverted to <profile home>/sessions/recovered/<incident>/, then
+replayed. Rows a restore rolled back (kind replaced, stamped at or before
+--replaced-at) go to pre-replacement/ and are replayed only with
+--include-pre-replacement.
+`, `Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe directory),
+4 some lines or rows skipped or repaired (listed).
+`)
 }
 
 func runReplay(ctx context.Context, e *env, args []string) int {

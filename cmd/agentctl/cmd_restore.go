@@ -34,29 +34,27 @@ func scanHolders(path string, rule holders.Rule) (*holders.StoreResult, error) {
 }
 
 func restoreUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl restore BACKUP (--profile P [--home H] | --db PATH)")
-	fmt.Fprintln(w, "                        [--stop-writers [--release POLICY]] [--force]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Restores a Hermes store from BACKUP, a SQLite file that must pass")
-	fmt.Fprintln(w, "integrity_check and have the Hermes tables. A healthy store gets the backup's")
-	fmt.Fprintln(w, "pages copied into the live file (SQLite's online backup; the inode is kept, so")
-	fmt.Fprintln(w, "open connections see the restored rows). A missing or broken store gets the")
-	fmt.Fprintln(w, "backup published (temp file, fsync, rename, directory fsync) only when a holder")
-	fmt.Fprintln(w, "scan proves no process holds it. A safety copy of the store is taken next to")
-	fmt.Fprintln(w, "it first (state.db.pre-restore-<UTC>). With agentd running, the restore is")
-	fmt.Fprintln(w, "announced to it, so the change is not taken for an incident.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Processes holding the store: refused, unless --stop-writers, which freezes them")
-	fmt.Fprintln(w, "for the restore and then releases them by --release (default: the configured")
-	fmt.Fprintln(w, "policy for replaced stores, terminate). A scan that cannot see every process")
-	fmt.Fprintln(w, "(unknown): refused, unless --force; --force never lets a publish replace a main")
-	fmt.Fprintln(w, "or remove sidecars.")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 restored, 1 error (nothing changed unless it says so), 2 usage,")
-	fmt.Fprintln(w, "3 refused (holders, unknown scan, open incident), 4 restored but a writer")
-	fmt.Fprintln(w, "could not be released as asked.")
+	printUsage(w, fs, `usage: agentctl restore BACKUP (--profile P [--home H] | --db PATH)
+                        [--stop-writers [--release POLICY]] [--force]
+
+Restores a Hermes store from BACKUP, a SQLite file that must pass
+integrity_check and have the Hermes tables. A healthy store gets the backup's
+pages copied into the live file (SQLite's online backup; the inode is kept, so
+open connections see the restored rows). A missing or broken store gets the
+backup published (temp file, fsync, rename, directory fsync) only when a holder
+scan proves no process holds it. A safety copy of the store is taken next to
+it first (state.db.pre-restore-<UTC>). With agentd running, the restore is
+announced to it, so the change is not taken for an incident.
+
+Processes holding the store: refused, unless --stop-writers, which freezes them
+for the restore and then releases them by --release (default: the configured
+policy for replaced stores, terminate). A scan that cannot see every process
+(unknown): refused, unless --force; --force never lets a publish replace a main
+or remove sidecars.
+`, `Exit codes: 0 restored, 1 error (nothing changed unless it says so), 2 usage,
+3 refused (holders, unknown scan, open incident), 4 restored but a writer
+could not be released as asked.
+`)
 }
 
 type restoreFlags struct {

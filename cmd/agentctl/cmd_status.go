@@ -134,18 +134,16 @@ func scanRule(path string, getenv func(string) string) (holders.Rule, error) {
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Shows every store with its generation, the processes holding it and, when")
-	fmt.Fprintln(w, "agentd runs, its open incidents. Without agentd it scans the host itself,")
-	fmt.Fprintln(w, "judging processes it cannot inspect by the config's verdict rule (locks:")
-	fmt.Fprintln(w, "another user's process holding no lock on the store does not count).")
-	fmt.Fprintln(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Exit codes: 0 every store clear or held only by current holders, 1 error,")
-	fmt.Fprintln(w, "2 usage, 3 an orphan holder, an unknown verdict or uninspected processes")
-	fmt.Fprintln(w, "that the rule counts.")
+	printUsage(w, fs, `usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]
+
+Shows every store with its generation, the processes holding it and, when
+agentd runs, its open incidents. Without agentd it scans the host itself,
+judging processes it cannot inspect by the config's verdict rule (locks:
+another user's process holding no lock on the store does not count).
+`, `Exit codes: 0 every store clear or held only by current holders, 1 error,
+2 usage, 3 an orphan holder, an unknown verdict or uninspected processes
+that the rule counts.
+`)
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {

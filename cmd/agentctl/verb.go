@@ -130,3 +130,14 @@ func (s *storeFlags) mixed() string {
 func (s *storeFlags) resolve(e *env) (string, error) {
 	return replayStore(e, s.db, s.profile, s.home)
 }
+
+// printUsage prints a verb's help: what it does, its flags and, when
+// there are any to add, its exit codes, a blank line between each.
+func printUsage(w io.Writer, fs *flag.FlagSet, about, exits string) {
+	fmt.Fprintln(w, about)
+	fs.PrintDefaults()
+	if exits != "" {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, exits)
+	}
+}
