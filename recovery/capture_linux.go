@@ -17,13 +17,3 @@ func renameNoReplace(oldDir int, oldName string, newDir int, newName string) err
 	}
 	return err
 }
-
-// freeBytes is the space an unprivileged writer may still use on d's
-// filesystem, or -1 when unknown.
-func freeBytes(d capDir) int64 {
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(d.fd, &st); err != nil {
-		return -1
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
-}
