@@ -1,25 +1,14 @@
 package fileid
 
 import (
-	"io/fs"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// Supported reports whether Of yields real identities on this OS.
-const Supported = true
-
-// Of converts an Lstat/Fstat result. dev_t is an int32 on macOS; libproc's
+// devOf is st_dev as an ID's Dev. dev_t is an int32 on macOS; libproc's
 // vinfo_stat.vst_dev carries the same bits unsigned, so Dev is those bits.
-func Of(fi fs.FileInfo) State {
-	s := State{Exists: true, Size: fi.Size(), Mode: fi.Mode(), UID: -1, GID: -1}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ID = ID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino}
-		s.Nlink, s.UID, s.GID = uint64(st.Nlink), int(st.Uid), int(st.Gid)
-	}
-	return s
-}
+func devOf(st *syscall.Stat_t) uint64 { return uint64(uint32(st.Dev)) }
 
 // FromStat is the identity in a raw stat result (fstatat, fstat on an fd).
 func FromStat(st *unix.Stat_t) ID { return ID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino} }

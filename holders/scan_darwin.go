@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/stateguard/stateguard/fileid"
 )
 
 // On macOS the scan lists every pid with proc_listpids, each process's
@@ -28,15 +26,6 @@ import (
 // evidence to clear them with: a LaunchAgent's scan counts every
 // uninspectable process that could open the store as under RuleStrict,
 // and is unknown while one exists; the LaunchDaemon (root) sees all.
-
-// lstatFile is lstat(2); the birth time is not used here.
-func lstatFile(path string) (fileid.State, int64, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return fileid.State{}, 0, err
-	}
-	return fileid.Of(fi), 0, nil
-}
 
 func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {
 	start := time.Now()
