@@ -3,9 +3,7 @@
 package recovery
 
 import (
-	"bytes"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -165,17 +163,6 @@ func (r *DivertReport) manifest(created time.Time) *divertManifest {
 		})
 	}
 	return m
-}
-
-func encodeDivertManifest(m *divertManifest) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // report turns a divert.json read from dir back into the report.

@@ -94,7 +94,7 @@ func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *D
 			return err
 		}
 	}
-	b, err := encodeDivertManifest(rep.manifest(time.Now()))
+	b, err := encodeManifest(rep.manifest(time.Now()))
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", DivertManifestName, err)
 	}

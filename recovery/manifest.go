@@ -253,10 +253,11 @@ func (m *Manifest) files() []manifestEntry {
 	return out
 }
 
-// encodeManifest renders m the way Hermes' json.dump(sort_keys=True) does
-// closely enough for byte-level diffing: sorted keys, two-space indent,
-// no HTML escaping, trailing newline.
-func encodeManifest(m *Manifest) ([]byte, error) {
+// encodeManifest renders a manifest (capture.json, divert.json) the way
+// Hermes' json.dump(sort_keys=True) does closely enough for byte-level
+// diffing: sorted keys, two-space indent, no HTML escaping, trailing
+// newline.
+func encodeManifest(m any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
