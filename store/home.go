@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -91,13 +92,13 @@ func DiscoverHomes(o DiscoverOptions) ([]Home, []Problem) {
 		if path == "" {
 			path = "/etc/passwd"
 		}
-		dirs, err := passwdHomes(path)
+		accts, err := passwdHomes(path)
 		if err != nil {
 			hs.problems = append(hs.problems, Problem{Path: path, Err: err,
 				Hint: "other users' homes are not scanned; configure them explicitly"})
 		}
-		for _, d := range dirs {
-			hs.add(filepath.Join(d, ".hermes"), SourcePasswd, false)
+		for _, a := range accts {
+			hs.addOwned(filepath.Join(a.dir, ".hermes"), SourcePasswd, false, a.uid)
 		}
 	}
 	for _, h := range o.ExtraHomes {
@@ -126,10 +127,22 @@ type homeSet struct {
 }
 
 func (hs *homeSet) add(path, source string, explicit bool) {
+	hs.addOwned(path, source, explicit, -1)
+}
+
+// addOwned adds a home; wantUID >= 0 is the uid of the account whose home
+// it is, which a symlinked home must belong to.
+func (hs *homeSet) addOwned(path, source string, explicit bool, wantUID int) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		hs.problems = append(hs.problems, Problem{Path: path, Err: err})
 		return
+	}
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := followTrustedLink(abs, wantUID); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			hs.problems = append(hs.problems, Problem{Path: abs, Err: err, Hint: "this Hermes home is " + untrustedLinkHint})
+			return
+		}
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -177,13 +190,18 @@ func sourceWord(source string) string {
 // passwdHomes returns the absolute home directories of a passwd(5) file,
 // each once, in file order. Malformed lines are skipped: one bad entry must
 // not hide every other user's stores.
-func passwdHomes(path string) ([]string, error) {
+type passwdHome struct {
+	dir string
+	uid int // -1 when the field is not a number
+}
+
+func passwdHomes(path string) ([]passwdHome, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read password database: %w", err)
 	}
 	defer f.Close()
-	var dirs []string
+	var dirs []passwdHome
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -200,7 +218,11 @@ func passwdHomes(path string) ([]string, error) {
 			continue
 		}
 		seen[dir] = true
-		dirs = append(dirs, dir)
+		uid, err := strconv.Atoi(fields[2])
+		if err != nil || uid < 0 {
+			uid = -1
+		}
+		dirs = append(dirs, passwdHome{dir: dir, uid: uid})
 	}
 	if err := sc.Err(); err != nil {
 		return dirs, fmt.Errorf("read password database: %w", err)

@@ -41,7 +41,17 @@ type Store struct {
 	Home    string // the home root; for a Generic store its directory
 	Path    string // absolute path of the main file (state.db)
 	Kind    Kind
+	// DirID is the store directory's inode and owner as discovery saw
+	// them; every step that reads or writes under the directory opens it
+	// again without following a symlink and refuses a different one
+	// (OpenDir). Zero when the directory does not exist or was not
+	// discovered (a store resumed from the journal).
+	DirID DirID
 }
+
+// OpenDir opens the store's directory and checks it is still the one
+// discovery recorded.
+func (s Store) OpenDir() (*DirHandle, error) { return OpenDir(s.Dir(), s.DirID) }
 
 // Dir is the directory the store's files live in, the one to watch.
 func (s Store) Dir() string { return filepath.Dir(s.Path) }
@@ -93,11 +103,23 @@ func Profiles(h Home) ([]Store, []Problem) {
 			problems = append(problems, p)
 			return
 		}
-		stores = append(stores, Store{Profile: name, Home: h.Root, Path: path, Kind: Hermes})
+		id, err := lstatDirID(filepath.Dir(path))
+		if err != nil {
+			problems = append(problems, Problem{Path: filepath.Dir(path), Err: err,
+				Hint: "the profile directory is not a plain directory; not watched"})
+			return
+		}
+		stores = append(stores, Store{Profile: name, Home: h.Root, Path: path, Kind: Hermes, DirID: id})
 	}
 	add(DefaultProfile, filepath.Join(h.Root, "state.db"))
 
-	dir := filepath.Join(h.Root, "profiles")
+	dir, prob, ok := profilesDir(h)
+	if !ok {
+		if prob.Path != "" {
+			problems = append(problems, prob)
+		}
+		return stores, problems
+	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -218,7 +240,11 @@ func genericStore(p string) (Store, Problem, bool) {
 	if prob, ok := checkStoreFile(path); !ok {
 		return Store{}, prob, false
 	}
-	return Store{Home: dir, Path: path, Kind: Generic}, Problem{}, true
+	id, err := lstatDirID(dir)
+	if err != nil {
+		return Store{}, Problem{Path: dir, Err: err, Hint: "fix the store path in the config file"}, false
+	}
+	return Store{Home: dir, Path: path, Kind: Generic, DirID: id}, Problem{}, true
 }
 
 func sortStores(ss []Store) {
