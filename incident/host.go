@@ -50,9 +50,26 @@ func (Host) LockPin(role holders.Role, f *os.File) error {
 	return nil
 }
 
-// Recovery is Salvage done by package recovery.
+// Recovery is Salvage done by package recovery, for one store.
+//
+// Every step runs as the owner of the store's directory (store.AsOwner)
+// and is refused unless the directory is still the one discovery recorded
+// (Dir): the kernel then refuses anything the owner could not do
+// themselves, whatever they swap under the agent, and the hardened unit
+// without CAP_DAC_OVERRIDE can still write into the owner's 0700 home.
 type Recovery struct {
 	Log *slog.Logger // nil: discard
+	// Dir is the store directory as discovery recorded it; zero for a
+	// store known only from the journal (no-symlink opens, no owner).
+	Dir store.DirID
+}
+
+// asOwner runs fn as the directory's owner; unknown: as the agent.
+func (r Recovery) asOwner(fn func() error) error {
+	if r.Dir.IsZero() {
+		return fn()
+	}
+	return store.AsOwner(r.Dir.UID, r.Dir.GID, fn)
 }
 
 // Snapshot copies the pinned main under a read transaction on the new
@@ -65,7 +82,7 @@ func (r Recovery) Snapshot(ctx context.Context, dbPath string, main *os.File, ds
 		r.Log.Warn("no read transaction on the new generation; snapshotting anyway", "subsystem", "incident",
 			"store", dbPath, "err", err)
 	}
-	err = recovery.SnapshotMain(ctx, dbPath, main, dst)
+	err = r.asOwner(func() error { return recovery.SnapshotMain(ctx, dbPath, main, dst) })
 	if end != nil {
 		end()
 	}
@@ -88,22 +105,33 @@ func (Recovery) FinishBackfill(ctx context.Context, dbPath string, main, wal, sh
 	return recovery.FinishInterruptedBackfill(ctx, dbPath, recovery.BackfillSource{Main: rw, WAL: wal, SHM: shm})
 }
 
-func (Recovery) Stage(r recovery.CaptureRequest) (string, error) { return recovery.StageCapture(r) }
-
-func (Recovery) Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error) {
-	return recovery.QuarantineSidecars(dbPath, staging, want)
+func (r Recovery) Stage(req recovery.CaptureRequest) (dir string, err error) {
+	req.Dir = r.Dir
+	err = r.asOwner(func() (err error) { dir, err = recovery.StageCapture(req); return err })
+	return dir, err
 }
 
-func (Recovery) Capture(ctx context.Context, src recovery.CaptureSource, r recovery.CaptureRequest) (recovery.Capture, error) {
-	return recovery.WriteCapture(ctx, src, r)
+func (r Recovery) Quarantine(dbPath, staging string, want map[string]fileid.ID) (moved []string, err error) {
+	err = r.asOwner(func() (err error) { moved, err = recovery.QuarantineSidecars(dbPath, staging, want); return err })
+	return moved, err
 }
 
-func (Recovery) Divert(ctx context.Context, r recovery.DivertRequest) (recovery.DivertReport, error) {
-	return recovery.Divert(ctx, r)
+func (r Recovery) Capture(ctx context.Context, src recovery.CaptureSource, req recovery.CaptureRequest) (c recovery.Capture, err error) {
+	req.Dir = r.Dir
+	err = r.asOwner(func() (err error) { c, err = recovery.WriteCapture(ctx, src, req); return err })
+	return c, err
 }
 
-func (Recovery) DivertWALImages(ctx context.Context, r recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error) {
-	return recovery.DivertWALImages(ctx, r)
+func (r Recovery) Divert(ctx context.Context, req recovery.DivertRequest) (rep recovery.DivertReport, err error) {
+	req.Dir = r.Dir
+	err = r.asOwner(func() (err error) { rep, err = recovery.Divert(ctx, req); return err })
+	return rep, err
+}
+
+func (r Recovery) DivertWALImages(ctx context.Context, req recovery.DivertRequest) (rep recovery.DivertReport, ws *walsalvage.Report, err error) {
+	req.Dir = r.Dir
+	err = r.asOwner(func() (err error) { rep, ws, err = recovery.DivertWALImages(ctx, req); return err })
+	return rep, ws, err
 }
 
 func sameFile(a, b *os.File) bool {

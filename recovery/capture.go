@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/store"
 )
 
 // Incident kinds, as recorded in the manifest's stateguard.kind.
@@ -72,9 +74,13 @@ type CaptureRequest struct {
 	Trigger string // manifest trigger; default "stateguard:<kind>"
 	// IncidentID and Kind go into the stateguard object.
 	IncidentID, Kind string
-	// Owner of the capture; nil means the owner of the store file, or of
-	// its directory when the file is gone.
+	// Owner of the capture; nil means the owner Dir records, else the
+	// owner of the store file, or of its directory when the file is gone.
 	Owner *Owner
+	// Dir is the store directory as discovery recorded it: the capture is
+	// refused (store.DirChangedError) unless the directory is still that
+	// inode and owner. Zero: reached without symlinks, not compared.
+	Dir store.DirID
 	// MaxBytes is the capture's budget; 0 means unlimited.
 	MaxBytes int64
 	Now      time.Time // names the directory; zero means time.Now()
@@ -129,7 +135,7 @@ func (r *CaptureRequest) check() error {
 // refusing a symlinked store file or directory and a directory others may
 // write to. owner resolves a nil req.Owner.
 func openStore(req *CaptureRequest) (d capDir, base string, owner Owner, err error) {
-	d, err = openVettedDir(filepath.Dir(req.DBPath))
+	d, err = openStoreDir(filepath.Dir(req.DBPath), req.Dir)
 	if err != nil {
 		return capDir{}, "", Owner{}, fmt.Errorf("capture of %s: %w", req.DBPath, err)
 	}
@@ -149,6 +155,9 @@ func openStore(req *CaptureRequest) (d capDir, base string, owner Owner, err err
 		}
 	}
 	owner = Owner{UID: int(st.Uid), GID: int(st.Gid)}
+	if !req.Dir.IsZero() {
+		owner = Owner{UID: req.Dir.UID, GID: req.Dir.GID}
+	}
 	if req.Owner != nil {
 		owner = *req.Owner
 	}

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // ErrUnsafeDir marks a directory stateguard refuses to write into: a
@@ -22,6 +25,10 @@ var ErrUnsafeDir = errors.New("unsafe directory")
 type capDir struct {
 	path string
 	fd   int
+	// store: opened by openStoreDir, so verify re-checks it against want
+	// (or its own identity at the open when want is zero).
+	store bool
+	want  store.DirID
 }
 
 // openVettedDir opens path as a directory, refusing a symlink and a
@@ -50,13 +57,76 @@ func openVettedDir(path string) (capDir, error) {
 	return d, nil
 }
 
+// openStoreDir opens a store's directory (or a directory under it) the
+// way every step must reach one: no symlink in any component of path
+// (store.OpenDir), the inode and owner discovery recorded when want is
+// set, and not writable by others.
+func openStoreDir(path string, want store.DirID) (capDir, error) {
+	h, err := store.OpenDir(path, want)
+	if errors.Is(err, store.ErrSymlinkInPath) {
+		return capDir{}, fmt.Errorf("%w: %w", ErrUnsafeDir, err)
+	}
+	if err != nil {
+		return capDir{}, err
+	}
+	if want.IsZero() {
+		want = h.ID()
+	}
+	d := capDir{path: h.Path(), fd: h.Detach(), store: true, want: want}
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		d.close()
+		return capDir{}, fmt.Errorf("stat directory %s: %w", path, err)
+	}
+	if st.Mode&0o002 != 0 {
+		d.close()
+		return capDir{}, fmt.Errorf("%w: %s is writable by others (mode %#o): fix it with \"chmod o-w %s\" and retry", ErrUnsafeDir, path, st.Mode&0o7777, path)
+	}
+	return d, nil
+}
+
+// verify re-checks a store directory before a step publishes into it: the
+// fd is still the recorded inode and owner, and the path still leads to it
+// without a symlink. A directory renamed away or swapped during the step
+// aborts the step; what the step already wrote is in the directory the fd
+// names, never elsewhere.
+func (d capDir) verify() error {
+	if !d.store {
+		return nil
+	}
+	h, err := store.OpenDir(d.path, d.want)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return fmt.Errorf("stat directory %s: %w", d.path, err)
+	}
+	if got := (store.DirID{ID: fileid.FromStat(&st), UID: int(st.Uid), GID: int(st.Gid)}); got.ID != d.want.ID || got.UID != d.want.UID {
+		return &store.DirChangedError{Path: d.path, Want: d.want, Got: got}
+	}
+	return nil
+}
+
 // openChildDir opens the directory name inside d without following a symlink.
 func (d capDir) openChildDir(name string) (capDir, error) {
 	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return capDir{}, fmt.Errorf("open directory %s: %w", d.join(name), err)
 	}
-	return capDir{path: d.join(name), fd: fd}, nil
+	sub := capDir{path: d.join(name), fd: fd}
+	if d.store {
+		// A directory under a store directory is checked the same way,
+		// against what it is now.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			sub.close()
+			return capDir{}, fmt.Errorf("stat directory %s: %w", sub.path, err)
+		}
+		sub.store, sub.want = true, store.DirID{ID: fileid.FromStat(&st), UID: int(st.Uid), GID: int(st.Gid)}
+	}
+	return sub, nil
 }
 
 func (d capDir) close() {
@@ -181,3 +251,7 @@ func renameCheckFirst(oldDir int, oldName string, newDir int, newName string) er
 	}
 	return unix.Renameat(oldDir, oldName, newDir, newName)
 }
+
+// openStorePath is openStoreDir for a step that has no discovery record to
+// compare with: still no symlink anywhere in the path.
+func openStorePath(path string) (capDir, error) { return openStoreDir(path, store.DirID{}) }

@@ -153,7 +153,13 @@ func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err er
 		return "", fmt.Errorf("private copy of %s: %w", dir, err)
 	}
 	defer pd.close()
-	owner := Owner{UID: os.Geteuid(), GID: os.Getegid()}
+	// Whoever made priv owns the copy: the agent, or the profile's owner
+	// when the step runs as that user (store.AsOwner).
+	var pst unix.Stat_t
+	if err := unix.Fstat(pd.fd, &pst); err != nil {
+		return "", fmt.Errorf("private copy of %s: stat %s: %w", dir, priv, err)
+	}
+	owner := Owner{UID: int(pst.Uid), GID: int(pst.Gid)}
 	name := filepath.Base(info.Main)
 	copies := []struct{ src, dst, sum string }{{info.Main, name, m.Main.SHA256}}
 	if info.WAL != "" {

@@ -42,7 +42,7 @@ func QuarantineSidecars(dbPath, captureDir string, want map[string]fileid.ID) (m
 	}
 	dbPath = filepath.Clean(dbPath)
 	base := filepath.Base(dbPath)
-	store, err := openVettedDir(filepath.Dir(dbPath))
+	store, err := openStorePath(filepath.Dir(dbPath))
 	if err != nil {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %w", dbPath, err)
 	}
@@ -50,7 +50,7 @@ func QuarantineSidecars(dbPath, captureDir string, want map[string]fileid.ID) (m
 	if !strings.HasPrefix(filepath.Base(captureDir), base+retiredInfix) {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %s is not a capture directory of this store", dbPath, captureDir)
 	}
-	dst, err := openVettedDir(captureDir)
+	dst, err := openStorePath(captureDir)
 	if err != nil {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %w", dbPath, err)
 	}
@@ -105,6 +105,9 @@ func quarantineOne(store, dst capDir, name string, want fileid.ID) (string, erro
 	}
 	if got := fileid.FromStat(&st); got != want {
 		return "", fmt.Errorf("%w: %s is %s, not the old generation's %s; left in place", fileid.ErrIdentityChanged, store.join(name), got, want)
+	}
+	if err := store.verify(); err != nil {
+		return "", err
 	}
 	for _, target := range []string{name, name + ".quarantined"} {
 		// Recorded before the rename, so a crash right after it still
@@ -184,7 +187,7 @@ func CleanPartials(dbPath string, log *slog.Logger) (removed []string, err error
 	log = log.With("subsystem", "recovery")
 	dbPath = filepath.Clean(dbPath)
 	base := filepath.Base(dbPath)
-	store, err := openVettedDir(filepath.Dir(dbPath))
+	store, err := openStorePath(filepath.Dir(dbPath))
 	if err != nil {
 		return nil, fmt.Errorf("clean partial captures of %s: %w", dbPath, err)
 	}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // TestCaptureRefusesUnsafeStoreDir: a directory others may write to, a
@@ -42,6 +45,28 @@ func TestCaptureRefusesUnsafeStoreDir(t *testing.T) {
 	_, err = WriteCapture(ctx, src, CaptureRequest{DBPath: filepath.Join(link, "state.db"), PID: 42})
 	if !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("symlinked dir: %v", err)
+	}
+
+	// A symlink further up (profiles/ swapped for a link to someone
+	// else's) is refused the same way: no component is followed.
+	if err := os.MkdirAll(filepath.Join(real, "p"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = WriteCapture(ctx, src, CaptureRequest{DBPath: filepath.Join(link, "p", "state.db"), PID: 42})
+	if !errors.Is(err, ErrUnsafeDir) || !errors.Is(err, store.ErrSymlinkInPath) {
+		t.Fatalf("symlink above the store dir: %v", err)
+	}
+	// A directory that is not the one discovery recorded is refused and
+	// nothing is written in it.
+	other := t.TempDir()
+	recorded := store.DirID{ID: fileid.ID{Dev: 1, Ino: 2}, UID: os.Geteuid(), GID: os.Getegid()}
+	_, err = WriteCapture(ctx, src, CaptureRequest{DBPath: filepath.Join(other, "state.db"), PID: 42, Dir: recorded})
+	var dc *store.DirChangedError
+	if !errors.As(err, &dc) || dc.Path != other {
+		t.Fatalf("capture into a directory other than the recorded one: %v", err)
+	}
+	if ents, _ := os.ReadDir(other); len(ents) != 0 {
+		t.Fatalf("written into the refused directory: %v", ents)
 	}
 
 	if err := os.WriteFile(filepath.Join(real, "elsewhere.db"), nil, 0o600); err != nil {

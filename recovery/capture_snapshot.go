@@ -60,7 +60,7 @@ func SnapshotMain(ctx context.Context, mainPath string, main *os.File, dst strin
 		return fmt.Errorf("snapshot of %s: the fd is %s but the path is now %s: the main was replaced, this is not a sidecar_lost store any more",
 			mainPath, fileid.FromStat(&st), fileid.FromStat(&pst))
 	}
-	d, err := openVettedDir(filepath.Dir(dst))
+	d, err := openStorePath(filepath.Dir(dst))
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", mainPath, err)
 	}

@@ -300,6 +300,9 @@ func (r *captureRun) publish() (string, error) {
 	if err := r.stage.sync(); err != nil {
 		return "", err
 	}
+	if err := r.store.verify(); err != nil {
+		return "", fmt.Errorf("publish %s: %w", r.store.join(r.partial), err)
+	}
 	stem := strings.TrimSuffix(r.partial, partialSuffix)
 	for n := 0; n < 1000; n++ {
 		final := stem

@@ -62,9 +62,12 @@ type DivertRequest struct {
 	// ProfileHome is where sessions/recovered/ lives; default the store's
 	// directory (a profile's home holds its state.db).
 	ProfileHome string
-	// Owner of the written directories and files; nil means the owner of
-	// the store file.
+	// Owner of the written directories and files; nil means the owner Dir
+	// records, else the owner of the store file.
 	Owner *Owner
+	// Dir is the profile directory (ProfileHome) as discovery recorded it;
+	// the divert is refused unless it is still that inode and owner.
+	Dir store.DirID
 	// TmpDir receives the capture's private copy, removed afterwards;
 	// default os.TempDir().
 	TmpDir string

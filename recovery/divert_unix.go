@@ -47,7 +47,7 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	if err != nil {
 		return DivertReport{}, err
 	}
-	recovered, err := openRecoveredDir(req.ProfileHome, owner)
+	recovered, err := openRecoveredDir(req.ProfileHome, req.Dir, owner)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
@@ -82,6 +82,9 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 func divertOwner(req *DivertRequest) (Owner, error) {
 	if req.Owner != nil {
 		return *req.Owner, nil
+	}
+	if !req.Dir.IsZero() {
+		return Owner{UID: req.Dir.UID, GID: req.Dir.GID}, nil
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(req.Store, &st); err != nil {
@@ -151,8 +154,8 @@ func privateCopyDSN(path string) string {
 // openRecoveredDir opens <home>/sessions/recovered, creating the missing
 // ones 0700 for owner. The home, sessions and recovered must not be
 // symlinks nor writable by others.
-func openRecoveredDir(home string, owner Owner) (capDir, error) {
-	h, err := openVettedDir(home)
+func openRecoveredDir(home string, want store.DirID, owner Owner) (capDir, error) {
+	h, err := openStoreDir(home, want)
 	if err != nil {
 		return capDir{}, err
 	}

@@ -104,6 +104,9 @@ func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *D
 	if err := stg.sync(); err != nil {
 		return err
 	}
+	if err := recovered.verify(); err != nil {
+		return fmt.Errorf("publish %s: %w", recovered.join(staging), err)
+	}
 	if err := renameNoReplace(recovered.fd, staging, recovered.fd, rep.IncidentID); err != nil {
 		if isExist(err) {
 			return errDivertRaced

@@ -39,6 +39,10 @@ type ReplayOptions struct {
 	// those rows instead of duplicating them.
 	FromLine int
 
+	// Input, when set, is where the JSONL must come from (the daemon's
+	// replays on a profile's behalf): see ReplayInput.
+	Input ReplayInput
+
 	// perRowCommit commits every appended row on its own, the way Hermes
 	// does; only the benchmark uses it, as the baseline.
 	perRowCommit bool
@@ -82,10 +86,13 @@ func SessionIDFor(jsonlPath, id string) string {
 
 // loadDiverted reads and parses the JSONL and computes its recovery ids.
 // It only ever opens the file read-only.
-func loadDiverted(jsonlPath, sessionID string) (string, string, Diverted, error) {
-	sid := SessionIDFor(jsonlPath, sessionID)
+func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverted, error) {
+	sid := SessionIDFor(jsonlPath, opts.SessionID)
 	if sid == "" {
 		return "", "", Diverted{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
+	}
+	if opts.Input.set() {
+		return loadCheckedInput(jsonlPath, sid, opts.Input)
 	}
 	fi, err := os.Stat(jsonlPath)
 	if err != nil {
@@ -109,11 +116,17 @@ func loadDiverted(jsonlPath, sessionID string) (string, string, Diverted, error)
 // ReplayFile opens the store at dbPath writable (see store.OpenWritable),
 // replays jsonlPath into it and closes it.
 func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	resolved, sid, d, err := loadDiverted(jsonlPath, opts.SessionID)
+	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
 	if err != nil {
 		return ReplayReport{}, err
 	}
-	w, err := store.OpenWritable(ctx, dbPath)
+	open := store.OpenWritable
+	if opts.Input.set() {
+		open = func(ctx context.Context, p string) (*store.Writable, error) {
+			return openWritableChecked(ctx, p, opts.Input)
+		}
+	}
+	w, err := open(ctx, dbPath)
 	if err != nil {
 		return newReport(resolved, sid, d), fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
@@ -133,7 +146,7 @@ func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOption
 //
 // The JSONL is only read, never modified or deleted.
 func Replay(ctx context.Context, w *store.Writable, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	resolved, sid, d, err := loadDiverted(jsonlPath, opts.SessionID)
+	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
 	if err != nil {
 		return ReplayReport{}, err
 	}

@@ -40,7 +40,7 @@ type InspectReport struct {
 // read as immutable, because a mode=ro open would create both; any other
 // state is reported and not opened.
 func Inspect(ctx context.Context, jsonlPath, dbPath string, opts ReplayOptions) (InspectReport, error) {
-	resolved, sid, d, err := loadDiverted(jsonlPath, opts.SessionID)
+	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
 	if err != nil {
 		return InspectReport{}, err
 	}

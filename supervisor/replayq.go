@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/stateguard/stateguard/journal"
@@ -48,7 +49,11 @@ func (a *Agent) runReplayJobs() {
 func (a *Agent) runJob(job journal.Job) {
 	var rep recovery.ReplayReport
 	var err error
-	run := func() { rep, err = replayJob(a.ctx, job) }
+	var dir store.DirID
+	if w := a.worker(job.Store); w != nil {
+		dir = w.st.DirID
+	}
+	run := func() { rep, err = replayJob(a.ctx, job, dir) }
 	if a.restoring(job.Store) {
 		// An announced restore is rewriting the store: wait for it.
 		run = func() { err = fmt.Errorf("store %s is being restored; retried after the restore", job.Store) }
@@ -95,18 +100,63 @@ func (a *Agent) runJob(job journal.Job) {
 // capture's session row, so a session missing from the store is created
 // with its real columns; any other file (Hermes' own, an operator's) is
 // replayed the way `hermes sessions import` does.
-func replayJob(ctx context.Context, job journal.Job) (recovery.ReplayReport, error) {
+//
+// A job an incident queued is read and written on the profile's behalf: through
+// the profile directory's handle (dir, as discovery recorded it), as its
+// owner (store.AsOwner), and a file stateguard diverted only with the
+// sha256 its divert.json records (recovery.ReplayInput). A job an operator
+// queued (root or the agent's user, over the socket) names its file
+// explicitly and is replayed as they asked.
+func replayJob(ctx context.Context, job journal.Job, dir store.DirID) (recovery.ReplayReport, error) {
 	opts := recovery.ReplayOptions{SessionID: job.SessionID}
+	if job.IncidentID == "" {
+		if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
+			opts = f.ReplayOptions()
+		}
+		opts.FromLine = job.FromLine
+		return replayResult(recovery.ReplayFile(ctx, job.Store, job.Path, opts))
+	}
+	in := recovery.ReplayInput{ProfileDir: filepath.Dir(job.Store), Dir: dir}
 	if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
 		opts = f.ReplayOptions()
+		in.SHA256 = f.SHA256
+	} else if recovery.IsDivertPath(filepath.Dir(job.Store), job.Path) {
+		return recovery.ReplayReport{}, fmt.Errorf("%w: %w: %s is under sessions/recovered/ but no divert.json lists it; not replayed",
+			journal.ErrNoRetry, recovery.ErrUntrustedInput, job.Path)
 	}
 	opts.FromLine = job.FromLine
-	rep, err := recovery.ReplayFile(ctx, job.Store, job.Path, opts)
-	if err != nil && (errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore)) {
-		// Retrying cannot help: the store needs an operator.
+	opts.Input = in
+	var rep recovery.ReplayReport
+	err := store.AsOwner(ownerOf(dir), ownerGroup(dir), func() (err error) {
+		rep, err = recovery.ReplayFile(ctx, job.Store, job.Path, opts)
+		return err
+	})
+	return replayResult(rep, err)
+}
+
+func replayResult(rep recovery.ReplayReport, err error) (recovery.ReplayReport, error) {
+	if err != nil && (errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore) ||
+		errors.Is(err, recovery.ErrUntrustedInput)) {
+		// Retrying cannot help: the store or the file needs an operator.
 		return rep, fmt.Errorf("%w: %w", journal.ErrNoRetry, err)
 	}
 	return rep, err
+}
+
+// ownerOf is the uid to act as under dir; -1 (act as the agent) when
+// discovery recorded nothing.
+func ownerOf(dir store.DirID) int {
+	if dir.IsZero() {
+		return -1
+	}
+	return dir.UID
+}
+
+func ownerGroup(dir store.DirID) int {
+	if dir.IsZero() {
+		return -1
+	}
+	return dir.GID
 }
 
 func (a *Agent) quitting() bool {

@@ -48,7 +48,7 @@ func newWorker(a *Agent, s store.Store) *worker {
 	w.eng = incident.New(a.ctx, s, incident.Deps{
 		Journal: a.journal,
 		Procs:   incident.Host{},
-		Salvage: incident.Recovery{Log: a.opts.Logger},
+		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
 		Metrics: a.opts.Metrics,
 		Config: func() incident.Config {

@@ -1,0 +1,185 @@
+//go:build unix
+
+package recovery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
+)
+
+// ErrUntrustedInput means a JSONL the agent was asked to replay is not
+// one it may read on the profile's behalf: a symlink, not a regular file,
+// outside the profile, owned by another user, or (for a divert stateguard
+// wrote) not the bytes its divert.json records.
+var ErrUntrustedInput = errors.New("replay input refused")
+
+// ReplayInput says where a replay's JSONL must come from when the agent
+// replays on a profile's behalf (the daemon's replay queue). The zero
+// value checks nothing beyond a regular file: the operator's own
+// `agentctl replay` of a file they name.
+type ReplayInput struct {
+	// ProfileDir is the store's directory; the JSONL must be under it and
+	// is opened from it one component at a time, never following a link.
+	ProfileDir string
+	// Dir is ProfileDir as discovery recorded it (zero: not compared).
+	Dir store.DirID
+	// SHA256, when set, is what the file must hash to (divert.json's
+	// entry for a divert stateguard wrote).
+	SHA256 string
+}
+
+func (in ReplayInput) set() bool { return in.ProfileDir != "" }
+
+// openReplayInput opens path through the profile directory's handle:
+// every directory below ProfileDir with O_NOFOLLOW, the file with
+// O_NOFOLLOW|O_NONBLOCK; it must be a regular file owned by the profile's
+// owner or root, and hash to in.SHA256 when that is set. The returned
+// file is positioned at its start.
+func openReplayInput(path string, in ReplayInput) (*os.File, error) {
+	path = filepath.Clean(path)
+	rel, err := filepath.Rel(in.ProfileDir, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || filepath.IsAbs(rel) {
+		return nil, fmt.Errorf("%w: %s is not under the profile directory %s", ErrUntrustedInput, path, in.ProfileDir)
+	}
+	d, err := openStoreDir(in.ProfileDir, in.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUntrustedInput, path, err)
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	for _, c := range parts[:len(parts)-1] {
+		sub, err := d.openChildDir(c)
+		d.close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w (a directory on the way is missing or a symlink)", ErrUntrustedInput, path, err)
+		}
+		d = sub
+	}
+	defer d.close()
+	owner := d.want.UID
+	name := parts[len(parts)-1]
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symlink: the agent replays only the profile's own files; replay the target yourself with agentctl replay if it is meant", ErrUntrustedInput, path)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	st, err := fstatFile(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	switch {
+	case !isRegular(&st):
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrUntrustedInput, path)
+	case int(st.Uid) != owner && st.Uid != 0:
+		f.Close()
+		return nil, fmt.Errorf("%w: %s belongs to uid %d, the profile to uid %d: not replayed (move it away, or replay it yourself with agentctl replay)", ErrUntrustedInput, path, st.Uid, owner)
+	}
+	if in.SHA256 != "" {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); sum != in.SHA256 {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s has sha256 %s, %s says %s: it changed after the divert; not replayed", ErrUntrustedInput, path, sum, DivertManifestName, in.SHA256)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+// loadCheckedInput is loadDiverted for a checked input: the path has no
+// symlink in it (it was opened without following any), so it is already
+// the resolved path that seeds the recovery ids.
+func loadCheckedInput(path, sid string, in ReplayInput) (string, string, Diverted, error) {
+	f, err := openReplayInput(path, in)
+	if err != nil {
+		return "", "", Diverted{}, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	d, err := ParseDiverted(f)
+	if err != nil {
+		return "", "", d, fmt.Errorf("read diverted transcript %s: %w", path, err)
+	}
+	resolved := filepath.Clean(path)
+	AssignRecoveryIDs(resolved, d.Records)
+	return resolved, sid, d, nil
+}
+
+// openWritableChecked opens the store for a replay on the profile's
+// behalf: its directory is the recorded one (no symlink anywhere), the
+// main is a regular file owned by the profile's owner or root, and after
+// SQLite has opened it by name the name still leads to that same inode.
+//
+// Residual race: SQLite opens by name, and modernc's driver offers no
+// SQLITE_OPEN_NOFOLLOW nor the fd it opened, so between the first check
+// and SQLite's open the owner could swap state.db for a symlink and back
+// before the second check. Run as the owner (store.AsOwner, which the
+// daemon does), that swap can only reach a file the owner may write
+// anyway; without impersonation (macOS, or no CAP_SETUID) the window is
+// these few system calls.
+func openWritableChecked(ctx context.Context, dbPath string, in ReplayInput) (*store.Writable, error) {
+	dbPath = filepath.Clean(dbPath)
+	if filepath.Dir(dbPath) != filepath.Clean(in.ProfileDir) {
+		return nil, fmt.Errorf("%w: store %s is not in the profile directory %s", ErrUntrustedInput, dbPath, in.ProfileDir)
+	}
+	d, err := openStoreDir(in.ProfileDir, in.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	base := filepath.Base(dbPath)
+	before, err := d.lstat(base)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", dbPath, err)
+	}
+	if !isRegular(&before) {
+		return nil, fmt.Errorf("open writable %s: %w", dbPath, store.ErrNotRegular)
+	}
+	if int(before.Uid) != d.want.UID && before.Uid != 0 {
+		return nil, fmt.Errorf("%w: store %s belongs to uid %d, its directory to uid %d: not written", ErrUntrustedInput, dbPath, before.Uid, d.want.UID)
+	}
+	w, err := store.OpenWritable(ctx, d.join(base))
+	if err != nil {
+		return nil, err
+	}
+	after, err := d.lstat(base)
+	if err == nil {
+		err = d.verify()
+	}
+	if err == nil && fileid.FromStat(&after) != fileid.FromStat(&before) {
+		err = fmt.Errorf("%w: %s was replaced while it was opened", fileid.ErrIdentityChanged, dbPath)
+	}
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open writable %s: %w; nothing was written", dbPath, err)
+	}
+	return w, nil
+}
+
+// IsDivertPath reports whether path is inside profileDir's
+// sessions/recovered/, where only stateguard's own diverts live.
+func IsDivertPath(profileDir, path string) bool {
+	rel, err := filepath.Rel(filepath.Join(profileDir, divertSessionsDir, divertRecoveredDir), filepath.Clean(path))
+	return err == nil && rel != "." && !strings.HasPrefix(rel, "..")
+}
