@@ -44,10 +44,14 @@ const (
 // Capabilities is what the system unit grants agentd, and nothing else:
 // reading other users' /proc/<pid>/fd (SYS_PTRACE, DAC_READ_SEARCH),
 // signalling their processes (KILL), and handing captures to the
-// profile's owner (CHOWN, FOWNER). CAP_SYS_ADMIN is deliberately absent,
-// so a holder that has a store only mmapped (no fd) cannot be pinned
-// through /proc/<pid>/map_files.
-var Capabilities = []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER"}
+// profile's owner (CHOWN, FOWNER), and writing into a user's directory as
+// that user (SETUID, SETGID: a per-thread setfsuid/setfsgid, see
+// store.AsOwner), so the kernel checks every write there with the owner's
+// rights. CAP_DAC_OVERRIDE is deliberately absent (writes as root would
+// then pass any permission check), and CAP_SYS_ADMIN too, so a holder that
+// has a store only mmapped (no fd) cannot be pinned through
+// /proc/<pid>/map_files.
+var Capabilities = []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID"}
 
 //go:embed templates/agentd.service templates/agentd.plist
 var templateFS embed.FS

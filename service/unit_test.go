@@ -123,7 +123,7 @@ func TestSystemUnitVerifies(t *testing.T) {
 	one("Service", "PrivateTmp", "yes")
 	one("Service", "RuntimeDirectory", "stateguard")
 	one("Service", "StateDirectory", "stateguard")
-	caps := "CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_KILL CAP_CHOWN CAP_FOWNER"
+	caps := "CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_KILL CAP_CHOWN CAP_FOWNER CAP_SETUID CAP_SETGID"
 	one("Service", "CapabilityBoundingSet", caps)
 	one("Service", "AmbientCapabilities", caps)
 	one("Install", "WantedBy", "multi-user.target")

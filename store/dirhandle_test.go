@@ -213,3 +213,5 @@ func symlinkAs(t *testing.T, target, link string, uid int) {
 		t.Fatal(err)
 	}
 }
+
+func fileOwner(fi os.FileInfo) int { return fileid.Of(fi).UID }
