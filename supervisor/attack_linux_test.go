@@ -191,3 +191,55 @@ func TestAttackProfilesSwappedDuringIncident(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Issue 14, row 2: alice points her profiles/ at bob's before bob's
+// incident and swaps it back during its grace. Bob's store is watched once
+// (through his own home), so his event is one incident; no copy of his
+// files lands in alice's home and none of his rows in her store.
+func TestAttackProfilesLinkedBeforeAnotherUsersIncident(t *testing.T) {
+	base := attackBase(t)
+	alice := newAttackUser(t, base, "sgsec-r2alice")
+	bob := newAttackUser(t, base, "sgsec-r2bob")
+	alice.as(t, "mv "+alice.hermes+"/profiles "+alice.hermes+"/profiles.real && ln -s "+bob.hermes+"/profiles "+alice.hermes+"/profiles")
+	a := startMultiUserAgent(t, nil, alice.hermes, bob.hermes)
+	if a.worker(alice.store()) != nil {
+		t.Fatalf("bob's store is watched through alice's link %s", alice.store())
+	}
+	wb := hermestest.StartWriter(t, hermestest.WriterOptions{DB: bob.store(), Session: "bob-s", Rate: 200})
+	waitHolder(t, a, bob.store(), wb.Pid)
+
+	hermestest.RenameFreshOver(t, bob.store())
+	os.Remove(bob.store() + "-wal")
+	os.Remove(bob.store() + "-shm")
+	chownTree(t, bob.hermes, bob.uid, bob.gid)
+	waitIncident(t, a, bob.store(), 20*time.Second, journal.StatePinned, journal.StateReleased, journal.StateCaptured,
+		journal.StateDiverted, journal.StateReplaying, journal.StateResolved)
+	alice.as(t, "rm "+alice.hermes+"/profiles && mv "+alice.hermes+"/profiles.real "+alice.hermes+"/profiles")
+	inc := waitIncident(t, a, bob.store(), 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved {
+		t.Fatalf("bob's incident: %s %q", inc.State, inc.Detail.Error)
+	}
+	a.reconcile()
+	incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(incs) != 1 {
+		t.Fatalf("%d incidents for one event: %+v", len(incs), incs)
+	}
+	filepath.WalkDir(alice.home, func(p string, _ os.DirEntry, err error) error {
+		if err == nil && (strings.Contains(p, "retired-wal") || strings.Contains(p, "recovered")) {
+			t.Errorf("a copy of bob's data in alice's home: %s", p)
+		}
+		return nil
+	})
+	if n, _ := rowsOfSession(t, alice.store(), "bob-s", ""); n != 0 {
+		t.Fatalf("%d of bob's rows in alice's store", n)
+	}
+	if miss := missingAcks(wb.Acks(t), captureRows(t, inc.Detail.CapturePath)); len(miss) > 0 {
+		t.Fatalf("%d of bob's acknowledged rows missing from his capture", len(miss))
+	}
+	if !strings.HasPrefix(inc.Detail.CapturePath, filepath.Dir(bob.store())+"/") {
+		t.Fatalf("bob's capture %s is not in his profile directory", inc.Detail.CapturePath)
+	}
+}
