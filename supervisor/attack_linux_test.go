@@ -243,3 +243,44 @@ func TestAttackProfilesLinkedBeforeAnotherUsersIncident(t *testing.T) {
 		t.Fatalf("bob's capture %s is not in his profile directory", inc.Detail.CapturePath)
 	}
 }
+
+// A profile directory re-created under its name (a profile deleted and
+// made again) is a new directory: the next rescan gives its store a worker
+// that records it, so its steps are not refused for ever.
+func TestRecreatedProfileDirGetsNewWorker(t *testing.T) {
+	base := attackBase(t)
+	home := filepath.Join(base, ".hermes")
+	db := filepath.Join(home, "profiles", "work", "state.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	a := startMultiUserAgent(t, nil, home)
+	old := a.worker(db)
+	if old == nil || old.st.DirID.IsZero() {
+		t.Fatalf("worker of %s: %+v", db, old)
+	}
+	if err := os.Rename(filepath.Dir(db), filepath.Dir(db)+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.refreshStores(); err != nil {
+		t.Fatal(err)
+	}
+	now := a.worker(db)
+	want, err := store.OpenDir(filepath.Dir(db), store.DirID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	if now == nil || now == old || now.st.DirID != want.ID() {
+		t.Fatalf("after re-creating %s: worker %p (was %p), DirID %v, want %v", filepath.Dir(db), now, old, now.st.DirID, want.ID())
+	}
+}

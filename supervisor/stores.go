@@ -44,13 +44,22 @@ func (a *Agent) refreshStores() error {
 	a.problems, a.homes = problems, homes
 	seen := map[string]bool{}
 	var added []store.Store
+	var removed []*worker
 	for _, s := range stores {
 		seen[s.Key()] = true
-		if _, ok := a.workers[s.Key()]; !ok {
+		w, ok := a.workers[s.Key()]
+		switch {
+		case !ok:
+			added = append(added, s)
+		case w.st.DirID != s.DirID && !w.busy():
+			// The directory was re-created: a new worker records the new
+			// one. A busy worker keeps the directory its incident began
+			// in, and its steps refuse the new one.
+			removed = append(removed, w)
+			delete(a.workers, s.Key())
 			added = append(added, s)
 		}
 	}
-	var removed []*worker
 	for k, w := range a.workers {
 		if !seen[k] && !w.busy() {
 			removed = append(removed, w)
