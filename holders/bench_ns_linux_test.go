@@ -20,8 +20,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 const containerFDs = 20
@@ -89,45 +87,25 @@ func startContainers(b *testing.B, f *benchFleet, n int) func() {
 func BenchmarkHostScan(b *testing.B) {
 	f := startBenchFleet(b)
 	targets := []Target{{Path: f.db}}
-	for _, n := range []int{0, 50} {
-		b.Run(fmt.Sprintf("containers=%d", n), func(b *testing.B) {
-			if n > 0 {
-				defer startContainers(b, f, n)()
-			}
-			defer cpuPerOp(b, unix.RUSAGE_SELF)()
-			for b.Loop() {
-				res, err := Scan(targets)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(res.Stores[0].Holders) != 1 {
-					b.Fatalf("holders %+v", res.Stores[0].Holders)
-				}
-			}
-		})
-	}
+	withContainers(b, f, func(b *testing.B) { loopFullScan(b, targets) })
 }
 
 // BenchmarkHostLsof is `lsof +L1` on the same hosts, the baseline an
 // operator has.
 func BenchmarkHostLsof(b *testing.B) {
-	lsof, err := exec.LookPath("lsof")
-	if err != nil {
-		b.Skip("lsof is not installed (apt-get install lsof); no baseline")
-	}
+	lsof := lsofPath(b)
 	f := startBenchFleet(b)
+	withContainers(b, f, func(b *testing.B) { loopLsof(b, lsof) })
+}
+
+// withContainers runs loop on the fleet without and with 50 containers.
+func withContainers(b *testing.B, f *benchFleet, loop func(*testing.B)) {
 	for _, n := range []int{0, 50} {
 		b.Run(fmt.Sprintf("containers=%d", n), func(b *testing.B) {
 			if n > 0 {
 				defer startContainers(b, f, n)()
 			}
-			defer cpuPerOp(b, unix.RUSAGE_CHILDREN)()
-			for b.Loop() {
-				out, err := exec.Command(lsof, "+L1").Output()
-				if err != nil && len(out) == 0 {
-					b.Fatalf("lsof: %v", err)
-				}
-			}
+			loop(b)
 		})
 	}
 }
