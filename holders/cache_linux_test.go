@@ -2,7 +2,6 @@ package holders
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -46,23 +45,18 @@ func TestCacheTargetedFollowsKnownHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("sleep", "60")
-	cmd.ExtraFiles = []*os.File{f}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run sleep: %v", err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := holdInSleep(t, f)
 	s, _ = c.Targeted(Target{Path: db})
 	if len(s.Holders) != 1 {
 		t.Fatalf("targeted scan saw %+v, want only the writer", s.Holders)
 	}
-	s, _ = c.Targeted(Target{Path: db}, cmd.Process.Pid)
-	if len(s.Holders) != 2 || !byRole(holder(t, s, cmd.Process.Pid))[RoleWAL].Current {
+	s, _ = c.Targeted(Target{Path: db}, pid)
+	if len(s.Holders) != 2 || !byRole(holder(t, s, pid))[RoleWAL].Current {
 		t.Fatalf("named pid not found as a current wal holder: %+v", s.Holders)
 	}
 	// and it is remembered for the next targeted scan
 	s, _ = c.Targeted(Target{Path: db})
-	holder(t, s, cmd.Process.Pid)
+	holder(t, s, pid)
 }
 
 func TestCacheTargetedNeverSaysClear(t *testing.T) {

@@ -195,3 +195,34 @@ func startMapHelper(t *testing.T, path string) int {
 	}
 	return cmd.Process.Pid
 }
+
+// holdInSleep runs `sleep 60` holding f as its fd 3, a process that holds
+// a file and does nothing else with it, until cleanup; it returns its pid.
+func holdInSleep(t *testing.T, f *os.File) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot run sleep: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// startNobodyWriter runs, as root, a writer as nobody on a new store in a
+// directory nobody owns (nondumpable: it makes itself undumpable).
+func startNobodyWriter(t *testing.T, nondumpable bool) (string, *hermestest.Writer) {
+	t.Helper()
+	requireRoot(t)
+	dir := t.TempDir()
+	openUp(t, dir)
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{
+		DB: db, Create: true, Rate: 50, Ack: filepath.Join(dir, "ack"), NonDumpable: nondumpable,
+		Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
+	})
+	return db, w
+}

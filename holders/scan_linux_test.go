@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -152,12 +150,7 @@ func TestScanStoreWithoutWriterIsClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	cmd := exec.Command("sleep", "60")
-	cmd.ExtraFiles = []*os.File{other}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run sleep: %v", err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	holdInSleep(t, other)
 
 	s := scanOne(t, db)
 	if len(s.Holders) != 0 {
@@ -256,15 +249,10 @@ func TestScanMatchesByIdentityNotName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("sleep", "60")
-	cmd.ExtraFiles = []*os.File{f}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run sleep: %v", err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := holdInSleep(t, f)
 	s := scanOne(t, db)
 	holder(t, s, w.Pid)
-	p := holder(t, s, cmd.Process.Pid)
+	p := holder(t, s, pid)
 	if len(p.Files) != 1 || p.Files[0].Role != RoleMain || !p.Files[0].Current || p.Files[0].FD != 3 || p.Files[0].Nlink != 2 {
 		t.Fatalf("alias holder: %+v", p.Files)
 	}
@@ -281,17 +269,7 @@ func requireRoot(t *testing.T) {
 // nobody is reported held; root's processes, which it cannot inspect and
 // which hold no lock on the store, are summarized, not listed.
 func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
-	requireRoot(t)
-	dir := t.TempDir()
-	openUp(t, dir)
-	if err := os.Chown(dir, nobody, nobody); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "state.db")
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{
-		DB: db, Create: true, Rate: 50, Ack: filepath.Join(dir, "ack"),
-		Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
-	})
+	db, w := startNobodyWriter(t, false)
 	s := scanAs(t, nobody, RuleLocks, db)
 	if s.Verdict != VerdictHeld || len(s.Holders) != 1 {
 		t.Fatalf("verdict %s, want held by the writer alone: %+v", s.Verdict, s)

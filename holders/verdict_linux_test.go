@@ -107,17 +107,7 @@ func TestLockEvidenceFindsUninspectableWriter(t *testing.T) {
 // A writer of the scan's own user that made itself undumpable cannot be
 // inspected either; its locks still show it.
 func TestLockEvidenceFindsUndumpableOwnWriter(t *testing.T) {
-	requireRoot(t)
-	dir := t.TempDir()
-	openUp(t, dir)
-	if err := os.Chown(dir, nobody, nobody); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "state.db")
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{
-		DB: db, Create: true, Rate: 50, Ack: filepath.Join(dir, "ack"), NonDumpable: true,
-		Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
-	})
+	db, w := startNobodyWriter(t, true)
 	for _, rule := range []Rule{RuleLocks, RuleStrict} {
 		s := scanAs(t, nobody, rule, db)
 		p := holder(t, s, w.Pid)
