@@ -226,3 +226,14 @@ func startNobodyWriter(t *testing.T, nondumpable bool) (string, *hermestest.Writ
 	})
 	return db, w
 }
+
+// freezeStopped freezes ref and waits until it is stopped.
+func freezeStopped(t *testing.T, ref ProcRef) {
+	t.Helper()
+	if err := Freeze(ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitStopped(waitCtx(t), ref); err != nil {
+		t.Fatal(err)
+	}
+}

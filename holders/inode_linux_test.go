@@ -149,12 +149,7 @@ func TestOtherNamespaceWriter(t *testing.T) {
 		}
 	}
 	ref := p.Ref()
-	if err := Freeze(ref); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitStopped(waitCtx(t), ref); err != nil {
-		t.Fatal(err)
-	}
+	freezeStopped(t, ref)
 	main := byRole(p)[RoleMain]
 	pin, err := Pin(p.Pid, main.FD, main.ID)
 	if err != nil {

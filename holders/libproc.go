@@ -103,13 +103,9 @@ func decodeVnodeFDInfoWithPath(b []byte) (vnodeFile, error) {
 		return vnodeFile{}, fmt.Errorf("vnode_fdinfowithpath: %d bytes, want %d", len(b), vnodeFDInfoWithPathSize)
 	}
 	le := binary.LittleEndian
-	path := b[vipPath : vipPath+maxPathLen]
-	if i := bytes.IndexByte(path, 0); i >= 0 {
-		path = path[:i]
-	}
 	return vnodeFile{
 		OpenFlags: le.Uint32(b[pfiOpenFlags:]),
-		Path:      string(path),
+		Path:      cString(b[vipPath : vipPath+maxPathLen]),
 		ID:        fileid.ID{Dev: uint64(le.Uint32(b[vstDev:])), Ino: le.Uint64(b[vstIno:])},
 		Nlink:     uint64(le.Uint16(b[vstNlink:])),
 		Mode:      le.Uint16(b[vstMode:]),
@@ -136,17 +132,21 @@ func decodeBSDInfo(b []byte) (bsdInfo, error) {
 		return bsdInfo{}, fmt.Errorf("proc_bsdinfo: %d bytes, want %d", len(b), procBSDInfoSize)
 	}
 	le := binary.LittleEndian
-	comm := b[pbiComm : pbiComm+maxComLen]
-	if i := bytes.IndexByte(comm, 0); i >= 0 {
-		comm = comm[:i]
-	}
 	return bsdInfo{
 		Pid:         int(le.Uint32(b[pbiPid:])),
 		Status:      le.Uint32(b[pbiStatus:]),
 		UID:         int(le.Uint32(b[pbiUID:])),
 		RUID:        int(le.Uint32(b[pbiRUID:])),
 		GID:         int(le.Uint32(b[pbiGID:])),
-		Comm:        string(comm),
+		Comm:        cString(b[pbiComm : pbiComm+maxComLen]),
 		StartMicros: le.Uint64(b[pbiStartSec:])*1e6 + le.Uint64(b[pbiStartUsec:]),
 	}, nil
+}
+
+// cString is a NUL-terminated char array's string (all of it when full).
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
 }

@@ -44,12 +44,7 @@ func TestPinKeepsOrphanAliveAfterWriterDies(t *testing.T) {
 	s := scanOne(t, db)
 	p := holder(t, s, w.Pid)
 	ref := p.Ref()
-	if err := Freeze(ref); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitStopped(waitCtx(t), ref); err != nil {
-		t.Fatal(err)
-	}
+	freezeStopped(t, ref)
 	files := byRole(p)
 	pinned := make(map[Role]*os.File)
 	want := make(map[Role][]byte)

@@ -74,12 +74,7 @@ func TestSignalRefusesSelf(t *testing.T) {
 func TestFreezeThaw(t *testing.T) {
 	_, w := startStore(t)
 	ref := refOf(t, w.Pid)
-	if err := Freeze(ref); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitStopped(waitCtx(t), ref); err != nil {
-		t.Fatal(err)
-	}
+	freezeStopped(t, ref)
 	if s, err := State(ref); err != nil || s != 'T' {
 		t.Fatalf("after freeze: state %c, %v", s, err)
 	}
@@ -96,12 +91,7 @@ func TestFreezeThaw(t *testing.T) {
 func TestKillFrozenWriterAndWaitGone(t *testing.T) {
 	_, w := startStore(t)
 	ref := refOf(t, w.Pid)
-	if err := Freeze(ref); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitStopped(waitCtx(t), ref); err != nil {
-		t.Fatal(err)
-	}
+	freezeStopped(t, ref)
 	if err := Kill(ref); err != nil {
 		t.Fatal(err)
 	}
