@@ -322,11 +322,7 @@ func TestAdoptUnknownSession(t *testing.T) {
 func TestAdoptV31IntoV30(t *testing.T) {
 	f := newAdoptFixture(t)
 	ctx := context.Background()
-	c, err := sql.Open("sqlite", f.donor)
-	noErr(t, err)
-	_, err = c.Exec(hermestest.SchemaV31Extra + "UPDATE messages SET message_uid = 'uid-' || id WHERE session_id = 'sA';")
-	c.Close()
-	noErr(t, err)
+	hermestest.ExecSQL(t, f.donor, hermestest.SchemaV31Extra+"UPDATE messages SET message_uid = 'uid-' || id WHERE session_id = 'sA';")
 	rep, err := Adopt(ctx, AdoptRequest{Donor: f.donor, Recipient: f.recipient, Session: "sA"})
 	noErr(t, err)
 	if s := rep.Segments[0]; s.Imported != 5 || strings.Join(s.DroppedColumns, ",") != "message_uid" || !s.DonorRetired {

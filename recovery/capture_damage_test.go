@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // TestOpenCaptureDetectsDamage: a capture changed or cut after it was
@@ -90,7 +92,7 @@ func TestOpenCaptureDetectsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRows(t, openDB(t, "file:"+p), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+p), acks)
 }
 
 // TestCaptureMainOverLimitKeepsHeader: past 512 MiB the main is kept as its

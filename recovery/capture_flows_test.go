@@ -60,11 +60,11 @@ func TestMispairedQuarantineThenCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRows(t, openDB(t, "file:"+p), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+p), acks)
 
 	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 5})
 	<-w2.Done()
-	healthy := openDB(t, "file:"+db+"?mode=ro")
+	healthy := hermestest.OpenDB(t, "file:"+db+"?mode=ro")
 	checkRows(t, healthy, w2.Acks(t))
 	var n int
 	if err := healthy.QueryRow(`SELECT count(*) FROM messages WHERE session_id != 's2'`).Scan(&n); err != nil || n != 0 {
@@ -105,7 +105,7 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	// the new generation reads the main alone.
 	finishCheckpoint(t, db, pinned)
 
-	reader := openDB(t, "file:"+db)
+	reader := hermestest.OpenDB(t, "file:"+db)
 	tx, err := reader.BeginTx(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +149,8 @@ func TestSidecarLostSnapshotCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRows(t, openDB(t, "file:"+p), acks)
-	checkRows(t, openDB(t, "file:"+db+"?mode=ro"), w2.Acks(t))
+	checkRows(t, hermestest.OpenDB(t, "file:"+p), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+db+"?mode=ro"), w2.Acks(t))
 
 	// A main that is no longer the file at the path is refused.
 	if err := os.Rename(db, db+".moved"); err != nil {

@@ -136,16 +136,6 @@ func openPinned(t *testing.T, db string) CaptureSource {
 	return src
 }
 
-func openDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // checkRows asserts every ack is a row of db and the database is sound.
 func checkRows(t *testing.T, db *sql.DB, acks []hermestest.Ack) {
 	t.Helper()

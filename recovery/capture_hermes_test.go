@@ -60,7 +60,7 @@ func TestOpenHermesCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openDB(t, "file:"+p)
+	db := hermestest.OpenDB(t, "file:"+p)
 	var acks []hermestest.Ack
 	rows, err := db.Query(`SELECT timestamp FROM messages WHERE session_id='s1' ORDER BY id`)
 	if err != nil {
@@ -102,7 +102,7 @@ func TestOpenHermesHeaderOnlyCapture(t *testing.T) {
 func countMessages(t *testing.T, path string) int {
 	t.Helper()
 	var n int
-	if err := openDB(t, "file:"+path).QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil {
+	if err := hermestest.OpenDB(t, "file:"+path).QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // TestCaptureReflink: on a filesystem with reflinks every file of the
@@ -44,5 +46,5 @@ func TestCaptureReflink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRows(t, openDB(t, "file:"+p), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+p), acks)
 }

@@ -81,7 +81,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRows(t, openDB(t, "file:"+copyPath), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+copyPath), acks)
 
 	// The capture was never opened with SQLite: no -shm or journal appeared.
 	if ents, _ := os.ReadDir(c.Dir); len(ents) != 4 {
@@ -89,7 +89,7 @@ func TestCaptureReplacedGeneration(t *testing.T) {
 	}
 	// The healthy store is the fresh one, untouched.
 	var n int
-	if err := openDB(t, "file:"+db+"?mode=ro").QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 0 {
+	if err := hermestest.OpenDB(t, "file:"+db+"?mode=ro").QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("healthy store: %d messages, %v", n, err)
 	}
 

@@ -280,7 +280,7 @@ func TestDivertWriterGeneration(t *testing.T) {
 	if rows != rep.CaptureRows {
 		t.Fatalf("healthy store has %d rows, the capture %d", rows, rep.CaptureRows)
 	}
-	checkRows(t, openDB(t, "file:"+healthy+"?mode=ro"), acks)
+	checkRows(t, hermestest.OpenDB(t, "file:"+healthy+"?mode=ro"), acks)
 	checkIntegrity(t, healthy)
 	s, err := store.ReadSession(context.Background(), readOnly(t, healthy), "s1")
 	if err != nil || s.Model.String != "test-model" || s.ProfileName.String != "test" {

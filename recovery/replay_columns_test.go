@@ -59,7 +59,7 @@ func TestReplayedRowsMatchHermes(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, db, hermesDisplayOrderTrigger)
+	hermestest.ExecSQL(t, "file:"+db, hermesDisplayOrderTrigger)
 	var lines []string
 	for _, r := range v.Rows {
 		lines = append(lines, r.Line)
@@ -80,8 +80,8 @@ func TestReplayedRowsMatchHermes(t *testing.T) {
 	}
 	AssignRecoveryIDs(rep.Path, d.Records)
 
-	conn := openSQL(t, "file:"+db+"?mode=ro")
-	rows := queryAll(t, conn, "SELECT * FROM messages WHERE session_id = 's-cols' ORDER BY id")
+	conn := hermestest.OpenDB(t, "file:"+db+"?mode=ro")
+	rows := hermestest.QueryRows(t, conn, "SELECT * FROM messages WHERE session_id = 's-cols' ORDER BY id")
 	if len(rows) != len(v.Rows) {
 		t.Fatalf("%d rows in the store, want %d", len(rows), len(v.Rows))
 	}
@@ -115,7 +115,7 @@ func TestReplayedRowsMatchHermes(t *testing.T) {
 			t.Errorf("line %d: the row has %d columns, the vectors check %d+3", i+1, len(got), len(want.Columns))
 		}
 	}
-	s := queryAll(t, conn, "SELECT message_count, tool_call_count FROM sessions WHERE id = 's-cols'")
+	s := hermestest.QueryRows(t, conn, "SELECT message_count, tool_call_count FROM sessions WHERE id = 's-cols'")
 	if len(s) != 1 || s[0]["message_count"] != v.MessageCount || s[0]["tool_call_count"] != v.ToolCallCount {
 		t.Fatalf("session counters %v, want %d messages, %d tool calls", s, v.MessageCount, v.ToolCallCount)
 	}
@@ -129,14 +129,14 @@ func TestReplayWithoutDisplayIdentityColumn(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, db, `DROP TRIGGER messages_display_order; ALTER TABLE messages DROP COLUMN display_order; ALTER TABLE messages DROP COLUMN display_identity;`)
+	hermestest.ExecSQL(t, "file:"+db, `DROP TRIGGER messages_display_order; ALTER TABLE messages DROP COLUMN display_order; ALTER TABLE messages DROP COLUMN display_identity;`)
 	jsonl := filepath.Join(dir, "old.jsonl")
 	writeFile(t, jsonl, []byte(msg("user", "hello", 1700000000.5)+"\n"+msg("assistant", "hi", 1700000001.5)+"\n"))
 	rep, err := ReplayFile(context.Background(), db, jsonl, ReplayOptions{})
 	if err != nil || rep.Appended != 2 {
 		t.Fatalf("appended %d: %v", rep.Appended, err)
 	}
-	rows := queryAll(t, openSQL(t, "file:"+db+"?mode=ro"), "SELECT * FROM messages ORDER BY id")
+	rows := hermestest.QueryRows(t, hermestest.OpenDB(t, "file:"+db+"?mode=ro"), "SELECT * FROM messages ORDER BY id")
 	if len(rows) != 2 || rows[1]["content"] != "hi" {
 		t.Fatalf("rows %v", rows)
 	}
@@ -159,57 +159,6 @@ func TestDisplayIdentitySpecExamples(t *testing.T) {
 	if got := store.DisplayIdentity(&tool); got != nil {
 		t.Errorf("tool row got an identity %x; NULL is the safe value", got)
 	}
-}
-
-func execOn(t *testing.T, db, ddl string) {
-	t.Helper()
-	c := openSQL(t, "file:"+db)
-	if _, err := c.Exec(ddl); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func openSQL(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	c, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func queryAll(t *testing.T, c *sql.DB, q string) []map[string]any {
-	t.Helper()
-	rows, err := c.Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []map[string]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]any{}
-		for i, c := range cols {
-			m[c] = vals[i]
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // decodeTagged reads one tagged vector value as the driver would return

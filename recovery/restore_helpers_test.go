@@ -34,6 +34,15 @@ func newStore(t *testing.T, sessions map[string]int) string {
 	return db
 }
 
+// backupOf is a backup (VACUUM INTO) of a new store with n messages in
+// each of the sessions.
+func backupOf(t *testing.T, sessions map[string]int) string {
+	t.Helper()
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	hermestest.VacuumInto(t, newStore(t, sessions), backup)
+	return backup
+}
+
 // addMessages appends n messages to each session, creating it when
 // missing, in one transaction, and closes the connection again.
 func addMessages(t *testing.T, db string, sessions map[string]int) {

@@ -4,7 +4,6 @@ package recovery
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -191,9 +190,7 @@ func checkWriterSawRestore(t *testing.T, db, backup string, acks []hermestest.Ac
 // clear scan needed (nothing can be orphaned), mode 0600, no staging
 // file left.
 func TestRestorePublishMissing(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 3})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
+	backup := backupOf(t, map[string]int{"s1": 3})
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	db := filepath.Join(dir, "state.db")
 	p, _, err := planIn(t, backup, db)
@@ -232,9 +229,7 @@ func TestRestorePublishMissing(t *testing.T) {
 // scan; without one nothing changes. With one, the broken main and its
 // -wal are kept byte for byte as the safety copy.
 func TestRestorePublishBroken(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 3})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
+	backup := backupOf(t, map[string]int{"s1": 3})
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	db := filepath.Join(dir, "state.db")
 	for name, data := range map[string]string{"state.db": "this is not a database, it was damaged", "state.db-wal": "old wal bytes", "state.db-shm": "old shm"} {
@@ -278,9 +273,7 @@ func TestRestorePublishBroken(t *testing.T) {
 
 // Leftover sidecars next to a missing main need a clear scan too.
 func TestRestorePublishLeftoverSidecarsRefused(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 1})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
+	backup := backupOf(t, map[string]int{"s1": 1})
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	if err := os.WriteFile(filepath.Join(dir, "state.db-wal"), []byte("frames of a deleted store"), 0o600); err != nil {
 		t.Fatal(err)
@@ -323,28 +316,14 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	// reads it, only integrity_check finds the damage.
 	badIndex := filepath.Join(bdir, "badindex.db")
 	hermestest.VacuumInto(t, okBackup, badIndex)
-	bi, err := sql.Open("sqlite", badIndex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bi.Exec(`PRAGMA writable_schema=ON;
-		UPDATE sqlite_master SET sql = 'CREATE INDEX idx_messages_session ON messages(role, timestamp)' WHERE name = 'idx_messages_session'`); err != nil {
-		t.Fatal(err)
-	}
-	bi.Close()
+	hermestest.ExecSQL(t, badIndex, `PRAGMA writable_schema=ON;
+		UPDATE sqlite_master SET sql = 'CREATE INDEX idx_messages_session ON messages(role, timestamp)' WHERE name = 'idx_messages_session'`)
 	link := filepath.Join(bdir, "link.db")
 	if err := os.Symlink(okBackup, link); err != nil {
 		t.Fatal(err)
 	}
 	plain := filepath.Join(bdir, "plain.db")
-	c, err := sql.Open("sqlite", plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes(body) VALUES ('x')"); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	hermestest.ExecSQL(t, plain, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes(body) VALUES ('x')")
 
 	cases := []struct {
 		name, backup, target, want string
@@ -387,22 +366,13 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 // A healthy SQLite file that is not a Hermes store, or not WAL, is not
 // overwritten.
 func TestRestoreRefusesForeignTarget(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 1})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
+	backup := backupOf(t, map[string]int{"s1": 1})
 	for _, mode := range []string{"wal", "delete"} {
 		dir, _ := filepath.EvalSymlinks(t.TempDir())
 		db := filepath.Join(dir, "state.db")
-		c, err := sql.Open("sqlite", "file:"+db+"?_pragma=journal_mode("+mode+")")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Exec("CREATE TABLE ledger (id INTEGER PRIMARY KEY)"); err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
+		hermestest.ExecSQL(t, "file:"+db+"?_pragma=journal_mode("+mode+")", "CREATE TABLE ledger (id INTEGER PRIMARY KEY)")
 		before := hermestest.DirState(t, dir)
-		_, _, err = planIn(t, backup, db)
+		_, _, err := planIn(t, backup, db)
 		want := map[string]string{"wal": "not a Hermes store", "delete": "rollback-journal mode"}[mode]
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: %v, want %q", mode, err, want)
@@ -416,19 +386,8 @@ func TestRestoreRefusesForeignTarget(t *testing.T) {
 // The backup API cannot copy into a WAL store of another page size; the
 // private copy is converted first.
 func TestRestorePageSizeDiffers(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 7})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
-	c, err := sql.Open("sqlite", backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"PRAGMA journal_mode=DELETE", "PRAGMA page_size=8192", "VACUUM"} {
-		if _, err := c.Exec(q); err != nil {
-			t.Fatal(q, err)
-		}
-	}
-	c.Close()
+	backup := backupOf(t, map[string]int{"s1": 7})
+	hermestest.ExecSQL(t, backup, "PRAGMA journal_mode=DELETE", "PRAGMA page_size=8192", "VACUUM")
 	db := newStore(t, map[string]int{"other": 2})
 	p, _, err := planIn(t, backup, db)
 	if err != nil {
@@ -451,9 +410,7 @@ func TestRestorePageSizeDiffers(t *testing.T) {
 
 // A store replaced between planning and executing is not touched.
 func TestRestoreTargetChangedSincePlan(t *testing.T) {
-	src := newStore(t, map[string]int{"s1": 1})
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	hermestest.VacuumInto(t, src, backup)
+	backup := backupOf(t, map[string]int{"s1": 1})
 	db := newStore(t, map[string]int{"s2": 2})
 	p, _, err := planIn(t, backup, db)
 	if err != nil {

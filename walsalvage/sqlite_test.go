@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // TestSalvageMatchesSQLite writes rows that exercise every serial type
@@ -58,32 +60,7 @@ func TestSalvageMatchesSQLite(t *testing.T) {
 // with rowid first.
 func sqliteRows(t *testing.T, db *sql.DB, table string) []map[string]any {
 	t.Helper()
-	rows, err := db.Query("SELECT rowid AS __rowid, * FROM " + table + " ORDER BY rowid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []map[string]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]any{}
-		for i, c := range cols {
-			m[c] = vals[i]
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return hermestest.QueryRows(t, db, "SELECT rowid AS __rowid, * FROM "+table+" ORDER BY rowid")
 }
 
 func compareRow(t *testing.T, got Row, want map[string]any) {

@@ -3,6 +3,7 @@ package hermestest
 import (
 	"database/sql"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -36,4 +37,77 @@ func RenameFreshOver(tb testing.TB, db string) {
 	if err := os.Rename(fresh, db); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// NewStore creates a Hermes store, state.db, in a new temporary directory
+// and returns its path.
+func NewStore(tb testing.TB) string {
+	tb.Helper()
+	db := filepath.Join(tb.TempDir(), "state.db")
+	if err := CreateStore(db); err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+// OpenDB opens dsn with the test's SQLite driver, closed at cleanup.
+func OpenDB(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	c, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ExecSQL runs the statements, in order, on one connection to dsn, which
+// it closes again.
+func ExecSQL(tb testing.TB, dsn string, stmts ...string) {
+	tb.Helper()
+	c, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	for _, q := range stmts {
+		if _, err := c.Exec(q); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// QueryRows is every row q returns, each column as the driver returns it.
+func QueryRows(tb testing.TB, c *sql.DB, q string) []map[string]any {
+	tb.Helper()
+	rows, err := c.Query(q)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []map[string]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			tb.Fatal(err)
+		}
+		m := map[string]any{}
+		for i, c := range cols {
+			m[c] = vals[i]
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
