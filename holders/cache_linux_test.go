@@ -151,10 +151,7 @@ func TestCacheRemembersGenerations(t *testing.T) {
 // is an unrelated file that got the number: its holder is not the
 // generation's (where the filesystem records birth times).
 func TestKnownInodeWithAnotherBirthIsNotTheGeneration(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	other := filepath.Join(t.TempDir(), "unrelated")
 	if err := os.WriteFile(other, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -187,10 +184,7 @@ func TestKnownInodeWithAnotherBirthIsNotTheGeneration(t *testing.T) {
 // store: a SQLite connection opened since the last full scan is found
 // without being named.
 func TestCacheTargetedFindsNewConnectionByLock(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	var c Cache
 	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
 		t.Fatal(err)
@@ -206,10 +200,7 @@ func TestCacheTargetedFindsNewConnectionByLock(t *testing.T) {
 // A mapping-only holder of an earlier generation's inode is checked the
 // same way (through map_files), and kept when the births agree.
 func TestKnownMappedInodeIsVerified(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	st, birth, err := lstatFile(db)
 	if err != nil {
 		t.Fatal(err)

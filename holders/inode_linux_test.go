@@ -184,10 +184,7 @@ func TestOtherNamespaceWriter(t *testing.T) {
 // A FIFO put at state.db-wal and held open is nobody's WAL: the scan
 // never matches it, and neither it nor a pin of it waits for a writer.
 func TestFIFOAtWALBlocksNothing(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	os.Remove(db + "-wal")
 	if err := unix.Mkfifo(db+"-wal", 0o644); err != nil {
 		t.Fatal(err)

@@ -140,10 +140,7 @@ func TestScanWriterIsCurrentHolder(t *testing.T) {
 }
 
 func TestScanStoreWithoutWriterIsClear(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	// A process holding some other file in the same directory is no holder.
 	other, err := os.Create(filepath.Join(filepath.Dir(db), "notes.txt"))
 	if err != nil {
@@ -297,10 +294,7 @@ func TestUnprivilegedScanSeesOwnWriter(t *testing.T) {
 // A process that mapped the store and closed its fd is still a holder,
 // found through /proc/<pid>/maps, by both maps readers.
 func TestScanFindsMappingOnlyHolder(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	pid := startMapHelper(t, db)
 
 	before := scanOne(t, db).Current

@@ -18,10 +18,7 @@ import (
 // processes could hold it too and count for it.
 func sharedStore(t *testing.T) string {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	openUp(t, filepath.Dir(db))
 	for _, p := range []string{db, db + "-wal", db + "-shm"} {
 		if err := os.Chmod(p, 0o644); err != nil && !os.IsNotExist(err) {

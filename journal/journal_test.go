@@ -191,10 +191,7 @@ func TestJournalRefusesNewerSchema(t *testing.T) {
 
 func TestJournalRefusesForeignDatabase(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(path); err != nil {
-		t.Fatal(err)
-	}
+	path := hermestest.NewStore(t)
 	before, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

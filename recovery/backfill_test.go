@@ -36,10 +36,7 @@ type interruptedStore struct {
 
 func newInterruptedStore(t *testing.T, pagesWritten int) *interruptedStore {
 	t.Helper()
-	src := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(src); err != nil {
-		t.Fatal(err)
-	}
+	src := hermestest.NewStore(t)
 	db, err := sql.Open("sqlite", hermestest.DSN(src)+"&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		t.Fatal(err)

@@ -22,10 +22,7 @@ import (
 // identities: the "old generation" a quarantine is asked to move.
 func sidecarStore(t *testing.T) (string, map[string]fileid.ID) {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	ids := map[string]fileid.ID{}
 	for _, s := range []string{"-wal", "-shm"} {
 		if err := os.WriteFile(db+s, []byte("old generation "+s), 0o600); err != nil {

@@ -11,10 +11,7 @@ import (
 )
 
 func mainHeaderInputs(t *testing.T) map[string][]byte {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
 	b, err := os.ReadFile(db)
 	if err != nil {
 		t.Fatal(err)

@@ -17,10 +17,7 @@ import (
 
 func newHermesStore(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(path); err != nil {
-		t.Fatal(err)
-	}
+	path := hermestest.NewStore(t)
 	return path
 }
 

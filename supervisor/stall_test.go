@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +27,7 @@ type liveStore struct {
 
 func newLiveStore(t *testing.T) *liveStore {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(path); err != nil {
-		t.Fatal(err)
-	}
+	path := hermestest.NewStore(t)
 	db, err := sql.Open("sqlite", hermestest.DSN(path))
 	if err != nil {
 		t.Fatal(err)
