@@ -122,17 +122,7 @@ func crashedGeneration(t *testing.T, n int, schemaInMain bool) (string, []hermes
 func openPinned(t *testing.T, db string) CaptureSource {
 	t.Helper()
 	var src CaptureSource
-	for _, p := range []struct {
-		f    **os.File
-		path string
-	}{{&src.Main, db}, {&src.WAL, db + "-wal"}, {&src.SHM, db + "-shm"}} {
-		f, err := os.Open(p.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		*p.f = f
-	}
+	src.Main, src.WAL, src.SHM = hermestest.OpenGeneration(t, db)
 	return src
 }
 

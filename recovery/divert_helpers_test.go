@@ -32,11 +32,7 @@ func newSQLStore(t *testing.T, path string) *sqlStore {
 	if err := hermestest.CreateStore(path); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", hermestest.DSN(path)+"&_pragma=wal_autocheckpoint(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
+	db := hermestest.OpenNoCheckpoint(t, path)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	s := &sqlStore{t: t, path: path, db: db}

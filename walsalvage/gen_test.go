@@ -100,12 +100,7 @@ func newSQLiteStore(t *testing.T, v31, fresh bool) *sqliteStore {
 			t.Fatal(err)
 		}
 	}
-	db, err := sql.Open("sqlite", hermestest.DSN(path)+"&_pragma=wal_autocheckpoint(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
+	db := hermestest.OpenNoCheckpoint(t, path)
 	s := &sqliteStore{t: t, path: path, db: db}
 	if fresh {
 		if err := hermestest.InitSchema(db); err != nil {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,12 +33,7 @@ func captureFixture(t *testing.T, kind, incident string) (capture, healthy strin
 	if err := hermestest.CreateStore(orphan); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", hermestest.DSN(orphan)+"&_pragma=wal_autocheckpoint(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
+	db := hermestest.OpenNoCheckpoint(t, orphan)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {
@@ -59,17 +53,7 @@ func captureFixture(t *testing.T, kind, incident string) (capture, healthy strin
 		}
 	}
 	var src recovery.CaptureSource
-	for _, p := range []struct {
-		f    **os.File
-		name string
-	}{{&src.Main, orphan}, {&src.WAL, orphan + "-wal"}, {&src.SHM, orphan + "-shm"}} {
-		f, err := os.Open(p.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		*p.f = f
-	}
+	src.Main, src.WAL, src.SHM = hermestest.OpenGeneration(t, orphan)
 	c, err := recovery.WriteCapture(context.Background(), src, recovery.CaptureRequest{
 		DBPath: orphan, PID: os.Getpid(), Kind: kind, IncidentID: incident, Now: time.Now()})
 	if err != nil {

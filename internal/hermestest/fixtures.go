@@ -61,6 +61,16 @@ func OpenDB(tb testing.TB, dsn string) *sql.DB {
 	return c
 }
 
+// OpenNoCheckpoint opens the store at path on one connection with
+// automatic checkpoints off, so what it commits stays in the WAL; closed
+// at cleanup.
+func OpenNoCheckpoint(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	db := OpenDB(tb, DSN(path)+"&_pragma=wal_autocheckpoint(0)")
+	db.SetMaxOpenConns(1)
+	return db
+}
+
 // ExecSQL runs the statements, in order, on one connection to dsn, which
 // it closes again.
 func ExecSQL(tb testing.TB, dsn string, stmts ...string) {
@@ -110,4 +120,20 @@ func QueryRows(tb testing.TB, c *sql.DB, q string) []map[string]any {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// OpenGeneration opens the main, -wal and -shm of the store at db
+// read-only, closed at cleanup: fds standing in for ones pinned through
+// /proc.
+func OpenGeneration(tb testing.TB, db string) (main, wal, shm *os.File) {
+	tb.Helper()
+	open := func(p string) *os.File {
+		f, err := os.Open(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { f.Close() })
+		return f
+	}
+	return open(db), open(db + "-wal"), open(db + "-shm")
 }
