@@ -85,18 +85,9 @@ func TestExportVerbRedact(t *testing.T) {
 // appendSecret appends a message to the existing session s1.
 func appendSecret(t *testing.T, db, content string) {
 	t.Helper()
-	ctx := context.Background()
-	w, err := store.OpenWritable(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	err = w.InTx(ctx, func(tx *store.Tx) error {
+	writeTx(t, db, func(_ context.Context, tx *store.Tx) error {
 		_, err := tx.AppendMessage(store.Message{SessionID: "s1", Role: "user",
 			Content: sql.NullString{String: content, Valid: true}, Timestamp: sql.NullFloat64{Float64: 1.75e9, Valid: true}})
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -126,18 +126,7 @@ func addUser(t *testing.T, name string) uint32 {
 // daemons, and no kernel thread at all) summarized in one line.
 func TestStatusAsUnprivilegedUser(t *testing.T) {
 	uid := addUser(t, "sgh-status-alice")
-	base, err := os.MkdirTemp("", "sgh-status-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "agentctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build agentctl: %v\n%s", err, out)
-	}
+	base, bin := agentctlForAll(t, "sgh-status-")
 	userHome := filepath.Join(base, "alice")
 	hermes := filepath.Join(userHome, ".hermes")
 	if err := os.MkdirAll(hermes, 0o700); err != nil {
@@ -197,4 +186,24 @@ func isKernelThread(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	flags, _ := strconv.ParseUint(f[6], 10, 64)
 	return flags&0x00200000 != 0
+}
+
+// agentctlForAll builds agentctl into a new directory (named by prefix,
+// removed at cleanup) that every user may enter, for tests that run it
+// as another user; it returns the directory and the binary.
+func agentctlForAll(t *testing.T, prefix string) (base, bin string) {
+	t.Helper()
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(base, "agentctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build agentctl: %v\n%s", err, out)
+	}
+	return base, bin
 }

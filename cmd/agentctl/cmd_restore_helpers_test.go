@@ -56,7 +56,8 @@ func newRestoreFixture(t *testing.T, messages int) *restoreFixture {
 	return f
 }
 
-func appendRows(t *testing.T, db, session string, n int) {
+// writeTx runs fn in one transaction on the store at db.
+func writeTx(t *testing.T, db string, fn func(ctx context.Context, tx *store.Tx) error) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := store.OpenWritable(ctx, db)
@@ -64,7 +65,28 @@ func appendRows(t *testing.T, db, session string, n int) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	err = w.InTx(ctx, func(tx *store.Tx) error {
+	if err := w.InTx(ctx, func(tx *store.Tx) error { return fn(ctx, tx) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanRow reads the one row q returns from the store at db, through a
+// read-only connection closed again before it returns.
+func scanRow(t *testing.T, db, q string, dest ...any) {
+	t.Helper()
+	c, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.QueryRow(q).Scan(dest...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendRows(t *testing.T, db, session string, n int) {
+	t.Helper()
+	writeTx(t, db, func(ctx context.Context, tx *store.Tx) error {
 		if ok, err := store.SessionExists(ctx, tx, session); err != nil {
 			return err
 		} else if !ok {
@@ -81,35 +103,18 @@ func appendRows(t *testing.T, db, session string, n int) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func storeRows(t *testing.T, db string) (sessions, messages int64) {
 	t.Helper()
-	c, err := store.OpenReadOnly(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.QueryRow("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)").Scan(&sessions, &messages); err != nil {
-		t.Fatal(err)
-	}
+	scanRow(t, db, "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)", &sessions, &messages)
 	return sessions, messages
 }
 
 func integrityOf(t *testing.T, db string) string {
 	t.Helper()
-	c, err := store.OpenReadOnly(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var s string
-	if err := c.QueryRow("PRAGMA integrity_check").Scan(&s); err != nil {
-		t.Fatal(err)
-	}
+	scanRow(t, db, "PRAGMA integrity_check", &s)
 	return s
 }
 
@@ -117,15 +122,8 @@ func integrityOf(t *testing.T, db string) string {
 // the restored store gives its next row the id after it.
 func backupSeq(t *testing.T, backup string) int64 {
 	t.Helper()
-	c, err := store.OpenReadOnly(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var seq int64
-	if err := c.QueryRow("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").Scan(&seq); err != nil {
-		t.Fatal(err)
-	}
+	scanRow(t, backup, "SELECT seq FROM sqlite_sequence WHERE name = 'messages'", &seq)
 	return seq
 }
 

@@ -184,18 +184,7 @@ func TestRestoreUnprivileged(t *testing.T) {
 		t.Skip("needs root to run agentctl as another user")
 	}
 	const nobody = 65534
-	base, err := os.MkdirTemp("", "sg-restore-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "agentctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build agentctl: %v\n%s", err, out)
-	}
+	base, bin := agentctlForAll(t, "sg-restore-nobody-")
 	strict := filepath.Join(base, "strict.toml")
 	writeFile(t, strict, "verdict = \"strict\"\n")
 	if err := os.Chmod(strict, 0o644); err != nil {
