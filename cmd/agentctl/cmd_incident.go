@@ -53,9 +53,6 @@ func runIncident(ctx context.Context, e *env, args []string) int {
 		}
 		return err
 	})
-	if from != nil {
-		defer from.Close()
-	}
 	if err != nil {
 		return v.fail(err)
 	}

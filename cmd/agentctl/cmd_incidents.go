@@ -26,8 +26,8 @@ func (d *daemonFlags) register(fs *flag.FlagSet) {
 }
 
 // journalLabel heads what was read from the journal instead of agentd.
-func journalLabel(j *journal.Journal) string {
-	return fmt.Sprintf("from the journal %s, daemon not running", j.Path())
+func journalLabel(path string) string {
+	return fmt.Sprintf("from the journal %s, daemon not running", path)
 }
 
 // openJournal opens agentd's journal read-only, for when agentd does not
@@ -52,30 +52,31 @@ func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string
 }
 
 // askOrJournal GETs path from agentd into x. When agentd does not run,
-// read fills x from its journal instead, which askOrJournal returns (the
-// caller closes it) so that the answer can say where it came from.
-func askOrJournal(ctx context.Context, e *env, d *daemonFlags, path string, x any, read func(*journal.Journal) error) (*journal.Journal, error) {
+// read fills x from its journal instead, whose path askOrJournal returns
+// so that the answer can say where it came from ("": from agentd).
+func askOrJournal(ctx context.Context, e *env, d *daemonFlags, path string, x any, read func(*journal.Journal) error) (string, error) {
 	err := newClient(socketPath(d.socket, e.getenv)).get(ctx, path, x)
 	if !errors.Is(err, errDaemonNotRunning) {
-		return nil, err
+		return "", err
 	}
 	j, err := openJournal(ctx, d, e.getenv, err)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return j, read(j)
+	defer j.Close()
+	return j.Path(), read(j)
 }
 
 // answer prints x as JSON, or as text, saying (on stderr with JSON) when
-// it was read from the journal rather than from agentd.
-func (v *verb) answer(from *journal.Journal, asJSON bool, x any, text func(io.Writer)) int {
+// it was read from the journal at from rather than from agentd.
+func (v *verb) answer(from string, asJSON bool, x any, text func(io.Writer)) int {
 	if asJSON {
-		if from != nil {
+		if from != "" {
 			fmt.Fprintf(v.e.stderr, "agentctl %s: %s\n", v.fs.Name(), journalLabel(from))
 		}
 		return v.printJSON(x)
 	}
-	if from != nil {
+	if from != "" {
 		fmt.Fprintf(v.e.stdout, "(%s)\n", journalLabel(from))
 	}
 	text(v.e.stdout)
@@ -108,9 +109,6 @@ func runIncidents(ctx context.Context, e *env, args []string) int {
 		incs, err = j.ListIncidents(ctx, journal.ListOptions{OpenOnly: !*all})
 		return err
 	})
-	if from != nil {
-		defer from.Close()
-	}
 	if err != nil {
 		return v.fail(err)
 	}

@@ -30,9 +30,6 @@ func runQueue(ctx context.Context, e *env, args []string) int {
 		jobs, err = j.ListJobs(ctx, journal.JobFilter{})
 		return err
 	})
-	if from != nil {
-		defer from.Close()
-	}
 	if err != nil {
 		return v.fail(err)
 	}
