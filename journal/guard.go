@@ -76,24 +76,8 @@ func (j *Journal) ResumeGuard(ctx context.Context, store string) (resumed bool, 
 
 // ActivePauses returns the pauses in force at now, by store.
 func (j *Journal) ActivePauses(ctx context.Context, now time.Time) ([]GuardPause, error) {
-	rows, err := j.db.QueryContext(ctx, `SELECT `+pauseCols+` FROM guard_pauses
+	return queryAll(ctx, j, "active guard pauses", scanPause, `SELECT `+pauseCols+` FROM guard_pauses
 		WHERE ended_at IS NULL AND until > ? ORDER BY store, id`, toNanos(now))
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: active guard pauses: %w", j.path, err)
-	}
-	defer rows.Close()
-	var out []GuardPause
-	for rows.Next() {
-		p, err := scanPause(rows)
-		if err != nil {
-			return nil, fmt.Errorf("journal %s: active guard pauses: %w", j.path, err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal %s: active guard pauses: %w", j.path, err)
-	}
-	return out, nil
 }
 
 func scanPause(r rowScanner) (GuardPause, error) {

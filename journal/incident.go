@@ -414,24 +414,7 @@ func (j *Journal) ListIncidents(ctx context.Context, opt ListOptions) ([]Inciden
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY opened_at, id"
-	rows, err := j.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: list incidents: %w", j.path, err)
-	}
-	defer rows.Close()
-	var out []Incident
-	for rows.Next() {
-		inc, err := scanIncident(rows)
-		if err != nil {
-			return nil, fmt.Errorf("journal %s: list incidents: %w", j.path, err)
-		}
-		out = append(out, inc)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal %s: list incidents: %w", j.path, err)
-	}
-	return out, nil
+	return queryAll(ctx, j, "list incidents", scanIncident, q+" ORDER BY opened_at, id", args...)
 }
 
 // Unfinished returns every incident not yet in a terminal state, oldest

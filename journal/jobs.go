@@ -276,23 +276,7 @@ func (j *Journal) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := j.db.QueryContext(ctx, q+" ORDER BY id", args...)
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: list replay jobs: %w", j.path, err)
-	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		job, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("journal %s: list replay jobs: %w", j.path, err)
-		}
-		out = append(out, job)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal %s: list replay jobs: %w", j.path, err)
-	}
-	return out, nil
+	return queryAll(ctx, j, "list replay jobs", scanJob, q+" ORDER BY id", args...)
 }
 
 func scanJob(r rowScanner) (Job, error) {

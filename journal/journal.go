@@ -93,6 +93,28 @@ func (j *Journal) Close() error {
 	return nil
 }
 
+// queryAll runs q and scans each row it returns with scan; what names
+// the query in an error.
+func queryAll[T any](ctx context.Context, j *Journal, what string, scan func(rowScanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := j.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %s: %w", j.path, what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("journal %s: %s: %w", j.path, what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("journal %s: %s: %w", j.path, what, err)
+	}
+	return out, nil
+}
+
 // Check runs SQLite's integrity_check on the journal (for agentctl doctor).
 func (j *Journal) Check(ctx context.Context) error {
 	rows, err := j.db.QueryContext(ctx, "PRAGMA integrity_check")
