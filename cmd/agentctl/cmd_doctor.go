@@ -20,16 +20,14 @@ func runDoctorVerb(ctx context.Context, e *env, args []string) int {
 	asJSON := fs.Bool("json", false, "print the checks as JSON")
 	configPath := fs.String("config", "", "agentd's config file (default "+service.SystemConfigPath+" as root, $XDG_CONFIG_HOME/stateguard/agent.toml otherwise)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: agentctl doctor [--json] [--config FILE]")
-		fmt.Fprintln(e.stderr)
-		fmt.Fprintln(e.stderr, "Checks privileges, /proc hidepid, the holder verdict rule (and what this")
-		fmt.Fprintln(e.stderr, "privilege level can see and freeze), inotify limits, the embedded SQLite, the")
-		fmt.Fprintln(e.stderr, "config, the daemon, the service install, the state directory, every store's")
-		fmt.Fprintln(e.stderr, "owner and mode, waiting captures and failing replay jobs.")
-		fmt.Fprintln(e.stderr)
-		fs.PrintDefaults()
-		fmt.Fprintln(e.stderr)
-		fmt.Fprintln(e.stderr, "Exit codes: 0 nothing needs action (warnings may remain), 1 something failed, 2 usage.")
+		printUsage(e.stderr, fs, `usage: agentctl doctor [--json] [--config FILE]
+
+Checks privileges, /proc hidepid, the holder verdict rule (and what this
+privilege level can see and freeze), inotify limits, the embedded SQLite, the
+config, the daemon, the service install, the state directory, every store's
+owner and mode, waiting captures and failing replay jobs.
+`, `Exit codes: 0 nothing needs action (warnings may remain), 1 something failed, 2 usage.
+`)
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

@@ -13,13 +13,12 @@ func runVersion(ctx context.Context, e *env, args []string) int {
 	fs.SetOutput(e.stderr)
 	asJSON := fs.Bool("json", false, "print a stable JSON document (its shape is in internal/version)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: agentctl version [--json]   (also: agentctl --version)")
-		fmt.Fprintln(e.stderr)
-		fmt.Fprintln(e.stderr, "Prints the release or module version, the VCS revision the binary was built")
-		fmt.Fprintln(e.stderr, "from, the Go version and the SQLite embedded in it. Reads nothing else, so it")
-		fmt.Fprintln(e.stderr, "works without agentd and without privileges.")
-		fmt.Fprintln(e.stderr)
-		fs.PrintDefaults()
+		printUsage(e.stderr, fs, `usage: agentctl version [--json]   (also: agentctl --version)
+
+Prints the release or module version, the VCS revision the binary was built
+from, the Go version and the SQLite embedded in it. Reads nothing else, so it
+works without agentd and without privileges.
+`, "")
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
