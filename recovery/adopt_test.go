@@ -90,34 +90,30 @@ func newAdoptFixture(t *testing.T) *adoptFixture {
 	return f
 }
 
-func sessionRow(t *testing.T, db, id string) store.Session {
+// readID is read(id) on a read-only connection to db, closed again after.
+func readID[T any](t *testing.T, db, id string, read func(context.Context, store.Querier, string) (T, error)) T {
 	t.Helper()
 	c, err := store.OpenReadOnly(db)
 	noErr(t, err)
 	defer c.Close()
-	s, err := store.ReadSession(context.Background(), c, id)
+	v, err := read(context.Background(), c, id)
 	noErr(t, err)
-	return s
+	return v
+}
+
+func sessionRow(t *testing.T, db, id string) store.Session {
+	t.Helper()
+	return readID(t, db, id, store.ReadSession)
 }
 
 func messagesOf(t *testing.T, db, id string) []store.Message {
 	t.Helper()
-	c, err := store.OpenReadOnly(db)
-	noErr(t, err)
-	defer c.Close()
-	ms, err := store.ReadMessages(context.Background(), c, id)
-	noErr(t, err)
-	return ms
+	return readID(t, db, id, store.ReadMessages)
 }
 
 func hasSession(t *testing.T, db, id string) bool {
 	t.Helper()
-	c, err := store.OpenReadOnly(db)
-	noErr(t, err)
-	defer c.Close()
-	ok, err := store.SessionExists(context.Background(), c, id)
-	noErr(t, err)
-	return ok
+	return readID(t, db, id, store.SessionExists)
 }
 
 func TestAdoptLineage(t *testing.T) {
