@@ -61,6 +61,15 @@ func startAgent(t testing.TB, home string, mod func(*Options)) *Agent {
 
 // waitHolder waits until the agent's holder cache knows pid as a holder
 // of every role of db.
+// startHeldWriter starts a writer on db and waits until a sees it hold
+// the store.
+func startHeldWriter(t testing.TB, a *Agent, db string) *hermestest.Writer {
+	t.Helper()
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
+	waitHolder(t, a, db, w.Pid)
+	return w
+}
+
 func waitHolder(t testing.TB, a *Agent, db string, pid int) {
 	t.Helper()
 	hermestest.Eventually(t, "the agent to see the writer as a holder", 20*time.Second, func() bool {

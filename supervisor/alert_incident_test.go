@@ -37,13 +37,9 @@ func TestIncidentWithHangingAlertsAndMetrics(t *testing.T) {
 		o.Metrics, o.MetricsListen = m, "127.0.0.1:0"
 	})
 	t.Cleanup(func() { al.Close(t.Context()) })
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	waitHolder(t, a, db, w.Pid)
+	w := startHeldWriter(t, a, db)
 
-	hermestest.RenameFreshOver(t, db)
-	renamed := time.Now()
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	renamed := hermestest.RestoreOver(t, db)
 	// The incident deadline: stopped within a second even though every
 	// alert command hangs.
 	hermestest.Eventually(t, "the writer to be stopped or gone", time.Second, func() bool {

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -50,13 +49,9 @@ func closeMidStep(t *testing.T, state journal.State, point string) {
 		o.Policies.Replaced, o.Hooks = incident.PolicyKill, hooks
 		opts = *o
 	})
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	waitHolder(t, a, db, w.Pid)
+	w := startHeldWriter(t, a, db)
 	w.AcksGrow(t, 10)
-	hermestest.RenameFreshOver(t, db)
-	renamed := time.Now()
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	renamed := hermestest.RestoreOver(t, db)
 	select {
 	case <-reached:
 	case <-time.After(30 * time.Second):

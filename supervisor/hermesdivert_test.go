@@ -31,9 +31,7 @@ func TestHermesOwnDivertReplayedDuringIncident(t *testing.T) {
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyObserve })
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200})
 	waitHolder(t, a, db, w.Pid)
-	hermestest.RenameFreshOver(t, db)
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	hermestest.RestoreOver(t, db)
 	waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)
 
 	f, err := os.OpenFile(jsonl, os.O_WRONLY|os.O_APPEND, 0)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -24,12 +23,8 @@ import (
 func TestObservePolicy(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyObserve })
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	waitHolder(t, a, db, w.Pid)
-	hermestest.RenameFreshOver(t, db)
-	renamed := time.Now()
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	w := startHeldWriter(t, a, db)
+	renamed := hermestest.RestoreOver(t, db)
 	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned, journal.StateReleased)
 	n := len(w.Acks(t))
 	hermestest.Eventually(t, "the observed writer to go on committing", 10*time.Second, func() bool { return len(w.Acks(t)) > n+20 })
@@ -69,11 +64,8 @@ func countAfter(acks []hermestest.Ack, t0 time.Time) int {
 func TestHoldPolicyAndRelease(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, func(o *Options) { o.Policies.Replaced = incident.PolicyHold })
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	waitHolder(t, a, db, w.Pid)
-	hermestest.RenameFreshOver(t, db)
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	w := startHeldWriter(t, a, db)
+	hermestest.RestoreOver(t, db)
 	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
 	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool { return hermestest.StateOf(w.Pid) == 'T' })
 	a.reconcile() // a full reconcile must not release a held incident

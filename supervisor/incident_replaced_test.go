@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -16,8 +15,7 @@ import (
 func TestReplacedIncident(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, nil)
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300})
-	waitHolder(t, a, db, w.Pid)
+	w := startHeldWriter(t, a, db)
 	// Rows older than the replace margin before the restore are the ones
 	// the restore rolls back on purpose; let the writer make some.
 	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
@@ -25,10 +23,7 @@ func TestReplacedIncident(t *testing.T) {
 		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*incident.ReplaceMargin
 	})
 
-	hermestest.RenameFreshOver(t, db)
-	start := time.Now()
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	start := hermestest.RestoreOver(t, db)
 	// Stopped, or already terminated by the policy (its exit is checked
 	// below); never still running past the deadline.
 	hermestest.Eventually(t, "the writer to be stopped", 5*time.Second, func() bool {

@@ -55,9 +55,7 @@ func TestAlertsIndependentOfLogLevel(t *testing.T) {
 	}
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200})
 	w.AcksGrow(t, 5)
-	hermestest.RenameFreshOver(t, db)
-	os.Remove(db + "-wal")
-	os.Remove(db + "-shm")
+	hermestest.RestoreOver(t, db)
 	hermestest.Eventually(t, "incident.resolved to reach the alert command", 60*time.Second, func() bool {
 		b, _ := os.ReadFile(out)
 		return bytes.Contains(b, []byte(`"event":"`+incident.EventIncidentResolved+`"`))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // VacuumInto writes a consistent copy of the store at db to dst with
@@ -19,6 +20,18 @@ func VacuumInto(tb testing.TB, db, dst string) {
 	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// RestoreOver is a restore that deletes the sidecars: RenameFreshOver,
+// then the -wal and -shm at the path removed. It returns when the rename
+// happened.
+func RestoreOver(tb testing.TB, db string) time.Time {
+	tb.Helper()
+	RenameFreshOver(tb, db)
+	renamed := time.Now()
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	return renamed
 }
 
 // RenameFreshOver puts a new, empty Hermes store at db by rename(2), as a
