@@ -124,11 +124,8 @@ func TestReplayedRowsMatchHermes(t *testing.T) {
 // TestReplayWithoutDisplayIdentityColumn: a store from before the
 // column gets every row, and nothing fails for the missing column.
 func TestReplayWithoutDisplayIdentityColumn(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	dir := filepath.Dir(db)
 	hermestest.ExecSQL(t, "file:"+db, `DROP TRIGGER messages_display_order; ALTER TABLE messages DROP COLUMN display_order; ALTER TABLE messages DROP COLUMN display_identity;`)
 	jsonl := filepath.Join(dir, "old.jsonl")
 	writeFile(t, jsonl, []byte(msg("user", "hello", 1700000000.5)+"\n"+msg("assistant", "hi", 1700000001.5)+"\n"))

@@ -14,11 +14,8 @@ import (
 // gives them, so a replay of the whole file afterwards adds only the
 // earlier lines and duplicates nothing.
 func TestReplayFromLine(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	dir := filepath.Dir(db)
 	jsonl := filepath.Join(dir, "s1.jsonl")
 	lines := `{"role": "user", "content": "one", "timestamp": 1.5}
 {"role": "assistant", "content": "two", "timestamp": 2.5}

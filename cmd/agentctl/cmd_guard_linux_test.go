@@ -35,11 +35,8 @@ func TestGuardUsage(t *testing.T) {
 // guard off pauses the store's guard (status shows it with its reason and
 // end), guard on re-arms it at once.
 func TestGuardOffOn(t *testing.T) {
-	home := t.TempDir()
-	db := filepath.Join(home, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	home := filepath.Dir(db)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 3, Linger: true})
 	a, _, _ := startAgent(t, home, func(o *supervisor.Options) { o.Guard = true })
 	vars := map[string]string{socketEnv: a.SocketPath()}

@@ -64,7 +64,7 @@ func captureFixture(t *testing.T, kind, incident string) (capture, healthy strin
 
 func TestReplayCaptureSidecarLost(t *testing.T) {
 	capture, healthy, _ := captureFixture(t, recovery.KindSidecarLost, "inc-9")
-	r := runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
+	r := ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -75,7 +75,7 @@ func TestReplayCaptureSidecarLost(t *testing.T) {
 	if n := countRows(t, healthy, "s1"); n != 7 {
 		t.Fatalf("store has %d rows, want 7", n)
 	}
-	again := runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
+	again := ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
 	if again.code != exitOK || !strings.Contains(again.stdout, "already diverted") || !strings.Contains(again.stdout, "0 appended") {
 		t.Fatalf("again: exit %d\n%s\n%s", again.code, again.stdout, again.stderr)
 	}
@@ -86,19 +86,19 @@ func TestReplayCaptureSidecarLost(t *testing.T) {
 
 func TestReplayCaptureReplaced(t *testing.T) {
 	capture, healthy, base := captureFixture(t, recovery.KindReplaced, "inc-r")
-	r := runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
+	r := ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--replaced-at") {
 		t.Fatalf("without --replaced-at: exit %d\n%s", r.code, r.stderr)
 	}
 	at := strconv.FormatFloat(base+5, 'f', -1, 64) // rows 4 and 5 were rolled back
-	r = runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", at)
+	r = ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", at)
 	if r.code != exitOK || !strings.Contains(r.stdout, "not replayed") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if n := countRows(t, healthy, "s1"); n != 5 {
 		t.Fatalf("store has %d rows, want 3 + rows 6 and 7", n)
 	}
-	r = runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", at, "--include-pre-replacement")
+	r = ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", at, "--include-pre-replacement")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -106,7 +106,7 @@ func TestReplayCaptureReplaced(t *testing.T) {
 		t.Fatalf("store has %d rows with pre-replacement, want 7", n)
 	}
 	// Another replacement time for the same incident is refused.
-	r = runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", "2026-10-01T07:00:00Z")
+	r = ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now", "--replaced-at", "2026-10-01T07:00:00Z")
 	if r.code != exitError || !strings.Contains(r.stderr, "remove that directory") {
 		t.Fatalf("another time: exit %d\n%s", r.code, r.stderr)
 	}
@@ -121,7 +121,7 @@ func TestReplayCaptureRefusals(t *testing.T) {
 		{"x.jsonl", "--include-pre-replacement"},
 		{"x.jsonl", "--replaced-at", "1"},
 	} {
-		r := runAgentctl(t, nil, append(append([]string{"replay"}, args...), "--db", healthy, "--now")...)
+		r := ctl(t, nil, append(append([]string{"replay"}, args...), "--db", healthy, "--now")...)
 		if r.code != exitUsage {
 			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
 		}
@@ -129,7 +129,7 @@ func TestReplayCaptureRefusals(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), filepath.Join(filepath.Dir(healthy), "sessions")); err != nil {
 		t.Fatal(err)
 	}
-	r := runAgentctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
+	r := ctl(t, nil, "replay", "--capture", capture, "--db", healthy, "--now")
 	if r.code != exitRefused || !strings.Contains(r.stderr, "symlink") {
 		t.Fatalf("symlinked sessions: exit %d\n%s", r.code, r.stderr)
 	}
@@ -150,7 +150,7 @@ func TestReplayHermesCapture(t *testing.T) {
 	if err := hermestest.CreateStore(healthy); err != nil {
 		t.Fatal(err)
 	}
-	r := runAgentctl(t, nil, "replay", "--capture", fixture, "--db", healthy, "--now")
+	r := ctl(t, nil, "replay", "--capture", fixture, "--db", healthy, "--now")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

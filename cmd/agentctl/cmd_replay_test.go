@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"os"
 	"path/filepath"
@@ -11,19 +10,6 @@ import (
 
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
-
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
-
-func runAgentctl(t *testing.T, envv map[string]string, args ...string) cliResult {
-	t.Helper()
-	var out, errb bytes.Buffer
-	e := newEnv(strings.NewReader(""), &out, &errb, func(k string) string { return envv[k] })
-	code := runCLI(context.Background(), e, args)
-	return cliResult{code, out.String(), errb.String()}
-}
 
 func countRows(t *testing.T, db, session string) int {
 	t.Helper()
@@ -47,31 +33,28 @@ func writeFile(t *testing.T, p, data string) {
 }
 
 func TestReplayVerb(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	dir := filepath.Dir(db)
 	good := filepath.Join(dir, "s1.jsonl")
 	writeFile(t, good, `{"role": "user", "content": "A", "timestamp": 1}
 {"role": "assistant", "content": "B", "timestamp": 2}
 `)
-	r := runAgentctl(t, nil, "replay", good, "--db", db, "--now")
+	r := ctl(t, nil, "replay", good, "--db", db, "--now")
 	if r.code != exitOK || !strings.Contains(r.stdout, "2 appended (session created)") {
 		t.Fatalf("replay: %+v", r)
 	}
-	r = runAgentctl(t, nil, "replay", "--now", "--db", db, good)
+	r = ctl(t, nil, "replay", "--now", "--db", db, good)
 	if r.code != exitOK || !strings.Contains(r.stdout, "2 already present, 0 appended") {
 		t.Fatalf("re-run: %+v", r)
 	}
-	r = runAgentctl(t, nil, "replay", good, "--db", db, "--session-id", "other")
+	r = ctl(t, nil, "replay", good, "--db", db, "--session-id", "other")
 	if r.code != exitOK || countRows(t, db, "other") != 2 || countRows(t, db, "s1") != 2 {
 		t.Fatalf("other session: %+v", r)
 	}
 
 	bad := filepath.Join(dir, "s2.jsonl")
 	writeFile(t, bad, "{\"role\": \"user\", \"content\": \"ok\", \"timestamp\": 1}\nnot json\n{\"role\": \"user\", \"content\": \"x\xff\", \"timestamp\": 2}\n")
-	r = runAgentctl(t, nil, "replay", bad, "--db", db)
+	r = ctl(t, nil, "replay", bad, "--db", db)
 	if r.code != exitPartial || !strings.Contains(r.stderr, "skipped line 2: invalid JSON") ||
 		!strings.Contains(r.stderr, "repaired line 3") || countRows(t, db, "s2") != 2 {
 		t.Fatalf("damaged file: %+v", r)
@@ -81,20 +64,17 @@ func TestReplayVerb(t *testing.T) {
 // TestReplayVerbInspect: --inspect-only opens no database unless one is
 // named, and then creates no file next to it.
 func TestReplayVerbInspect(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	dir := filepath.Dir(db)
 	p := filepath.Join(dir, "s1.jsonl")
 	writeFile(t, p, `{"role": "user", "content": "A", "timestamp": 1}`+"\n")
 	before, _ := os.ReadFile(db)
 
-	r := runAgentctl(t, map[string]string{"HERMES_HOME": dir}, "replay", p, "--inspect-only")
+	r := ctl(t, map[string]string{"HERMES_HOME": dir}, "replay", p, "--inspect-only")
 	if r.code != exitOK || !strings.Contains(r.stdout, "Lines: 1") || !strings.Contains(r.stdout, "no database opened") {
 		t.Fatalf("inspect: %+v", r)
 	}
-	r = runAgentctl(t, nil, "replay", p, "--inspect-only", "--db", db)
+	r = ctl(t, nil, "replay", p, "--inspect-only", "--db", db)
 	if r.code != exitOK || !strings.Contains(r.stdout, "Would append: 1 (0 already present") {
 		t.Fatalf("inspect with store: %+v", r)
 	}
@@ -121,23 +101,23 @@ func TestReplayVerbProfiles(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s1.jsonl")
 	writeFile(t, p, `{"role": "user", "content": "A", "timestamp": 1}`+"\n")
 
-	r := runAgentctl(t, nil, "replay", p, "--home", home, "--profile", "work")
+	r := ctl(t, nil, "replay", p, "--home", home, "--profile", "work")
 	if r.code != exitOK || countRows(t, work, "s1") != 1 {
 		t.Fatalf("--home --profile: %+v", r)
 	}
-	r = runAgentctl(t, map[string]string{"HERMES_HOME": filepath.Join(home, "profiles", "work")}, "replay", p, "--profile", "work", "--session-id", "s9")
+	r = ctl(t, map[string]string{"HERMES_HOME": filepath.Join(home, "profiles", "work")}, "replay", p, "--profile", "work", "--session-id", "s9")
 	if r.code != exitOK || countRows(t, work, "s9") != 1 {
 		t.Fatalf("HERMES_HOME of a profile: %+v", r)
 	}
 	// The default profile has no store yet: refused, never created.
-	r = runAgentctl(t, nil, "replay", p, "--home", home)
+	r = ctl(t, nil, "replay", p, "--home", home)
 	if r.code != exitError {
 		t.Fatalf("missing default store: %+v", r)
 	}
 	if _, err := os.Lstat(filepath.Join(home, "state.db")); err == nil {
 		t.Fatal("created the default store")
 	}
-	r = runAgentctl(t, nil, "replay", p, "--home", home, "--profile", "nope")
+	r = ctl(t, nil, "replay", p, "--home", home, "--profile", "nope")
 	if r.code != exitError || !strings.Contains(r.stderr, `no profile "nope"`) {
 		t.Fatalf("unknown profile: %+v", r)
 	}
@@ -150,14 +130,14 @@ func TestReplayVerbUsage(t *testing.T) {
 		{"replay", "a.jsonl", "--db", "x", "--profile", "p"},
 		{"replay", "a.jsonl", "--no-such-flag"},
 	} {
-		if r := runAgentctl(t, nil, args...); r.code != exitUsage {
+		if r := ctl(t, nil, args...); r.code != exitUsage {
 			t.Errorf("%v: exit %d, want usage", args, r.code)
 		}
 	}
-	if r := runAgentctl(t, nil, "replay", "--help"); r.code != exitOK || !strings.Contains(r.stdout, "--inspect-only") {
+	if r := ctl(t, nil, "replay", "--help"); r.code != exitOK || !strings.Contains(r.stdout, "--inspect-only") {
 		t.Errorf("help: %+v", r)
 	}
-	if r := runAgentctl(t, nil, "replay", filepath.Join(t.TempDir(), "missing.jsonl"), "--db", "/nonexistent/state.db"); r.code != exitError {
+	if r := ctl(t, nil, "replay", filepath.Join(t.TempDir(), "missing.jsonl"), "--db", "/nonexistent/state.db"); r.code != exitError {
 		t.Errorf("missing files: %+v", r)
 	}
 }

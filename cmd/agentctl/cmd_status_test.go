@@ -142,11 +142,8 @@ func TestStatusStandaloneWriter(t *testing.T) {
 // inspected (always so here); never clear with blind processes, and the
 // exit code follows.
 func TestStatusUnheldStore(t *testing.T) {
-	home := t.TempDir()
-	db := filepath.Join(home, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	home := filepath.Dir(db)
 	r := ctl(t, noDaemon(t), "status", "--json", "--home", home)
 	st := decodeStatus(t, r)
 	s := storeOf(t, st, db)

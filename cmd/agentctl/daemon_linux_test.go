@@ -74,11 +74,8 @@ func incidentsJSON(t *testing.T, vars map[string]string, args ...string) []journ
 // daemon and the held incident, incident show tells its story, release
 // --kill ends the frozen writer, and the incident resolves.
 func TestDaemonHoldAndRelease(t *testing.T) {
-	home := t.TempDir()
-	db := filepath.Join(home, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	home := filepath.Dir(db)
 	a, stateDir, stop := startAgent(t, home, func(o *supervisor.Options) { o.Policies.Replaced = incident.PolicyHold })
 	vars := map[string]string{socketEnv: a.SocketPath()}
 

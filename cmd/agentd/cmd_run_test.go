@@ -25,11 +25,8 @@ import (
 // alert command still receives them: a resolved incident reaches
 // alert.exec as incident.resolved.
 func TestAlertsIndependentOfLogLevel(t *testing.T) {
-	home := t.TempDir()
-	db := filepath.Join(home, "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	db := hermestest.NewStore(t)
+	home := filepath.Dir(db)
 	script, out := hermestest.NewAlertRecorder(t)
 	conf := filepath.Join(t.TempDir(), "agent.toml")
 	toml := "[log]\nlevel = \"warn\"\nformat = \"json\"\n[alert]\nexec = [" + strconv.Quote(script) + "]\nrate_limit = \"0s\"\nconcurrency = 1\n"
