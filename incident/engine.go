@@ -35,6 +35,9 @@ type Procs interface {
 	// LockPin takes the guard's read lock on a pinned main or -shm, so no
 	// orphan can become the last closer that checkpoints and unlinks.
 	LockPin(holders.Role, *os.File) error
+	// Writes reports whether the process still has the inode open for
+	// writing: the rewriter of a rewritten main is left to finish.
+	Writes(holders.ProcRef, fileid.ID) bool
 }
 
 // Salvage is the recovery work of the protocol: snapshots, captures,

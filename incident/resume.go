@@ -72,6 +72,9 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}
+	if r := inc.Detail.Rewriter; r != nil {
+		li.rewriter = &holders.ProcRef{Pid: r.PID, StartTicks: r.StartTicks}
+	}
 	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
 		// A mispaired store's sidecars were moved into a staging capture
 		// that was never finished: the capture adopts them from there.

@@ -42,8 +42,8 @@ const (
 // (rename(2) sets it), when that is earlier than the moment the agent saw
 // the change — a restore done while the agent was down is seen late.
 func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
-	if kind == journal.KindSidecarLost {
-		return seen
+	if kind == journal.KindSidecarLost || kind == journal.KindRewritten {
+		return seen // the main keeps its inode: its ctime is the last write's
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {

@@ -66,8 +66,8 @@ func (e *Engine) pinAll(li *live) []string {
 // prepare while the holders are frozen, capture before release, then
 // release them per policy.
 func (e *Engine) stepRelease(li *live) {
-	if prep := kindOf(li.kind).prepare; prep != nil {
-		prep(e, li)
+	if prep := kindOf(li.kind).prepare; prep != nil && !prep(e, li) {
+		return
 	}
 	switch {
 	case len(li.holders) == 0:

@@ -17,7 +17,9 @@ import (
 // first (from the holder cache, before anything else is read), and an
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
+	w.openRewrites()
 	gen := w.readGeneration()
+	w.watchMain(gen.Main)
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package holders
+
+import "github.com/stateguard/stateguard/fileid"
+
+// StartTicks is not available here: no fanotify writer pids to name.
+func StartTicks(pid int) (uint64, error) { return 0, errNoSignals(ProcRef{Pid: pid}) }
+
+// Writes reports false: only Linux reports in-place rewriters.
+func Writes(ProcRef, fileid.ID) bool { return false }

@@ -1,0 +1,281 @@
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/modwatch"
+)
+
+// In-place rewrites (docs/design.md §5, kind rewritten). A store's own
+// SQLite connections write its main only in a checkpoint, and every one
+// of them holds the store's -wal and -shm. A process that writes the
+// main and holds neither (cp, rsync --inplace, dd, cat >) is rewriting
+// it under the live WAL: from its first write on, a live writer that
+// commits would pair the old WAL with new pages, and the next checkpoint
+// or opener would corrupt the store. As root, fanotify names the writer
+// of every write (package modwatch): at the first write of a process
+// that is not known as a connection of the store, every holder that can
+// write the generation is frozen at once from the holder cache, on the
+// notification's own goroutine; then the writer is inspected, and if it
+// turns out to be a SQLite connection that opened the store since the
+// last scan, they are thawed. Otherwise the store's worker opens a
+// rewritten incident.
+
+// rewrites is the agent's fanotify group and which store each watched
+// main belongs to.
+type rewrites struct {
+	mw *modwatch.Watcher // nil: no fanotify (not root, not Linux)
+
+	mu     sync.Mutex
+	byMain map[fileid.ID]*worker
+}
+
+// startRewrites starts the fanotify group; without one the agent runs
+// on, detecting in-place rewrites only by what they leave behind.
+func (a *Agent) startRewrites() {
+	mw, err := modwatch.New(a.onModify)
+	if err != nil {
+		level := a.log.Warn
+		if errors.Is(err, modwatch.ErrUnsupported) {
+			level = a.log.Info
+		}
+		level("in-place rewrites of a live main (cp, rsync --inplace) are not caught at their first write",
+			"err", err, "hint", "run agentd as root on Linux for fanotify")
+		return
+	}
+	a.rw.mw, a.rw.byMain = mw, map[fileid.ID]*worker{}
+}
+
+func (a *Agent) closeRewrites() {
+	if a.rw.mw != nil {
+		_ = a.rw.mw.Close()
+	}
+}
+
+// watchMain marks the main at the store's path, once per inode; the
+// previous main of the worker is no longer its store's (it is an old
+// generation, whose holders the incidents handle).
+func (w *worker) watchMain(main fileid.State) {
+	rw := &w.a.rw
+	if rw.mw == nil || !main.Exists || main.ID == w.watched {
+		return
+	}
+	id, err := rw.mw.Watch(w.st.Path)
+	if err != nil {
+		w.log.Debug("main not watched for in-place writes", "err", err)
+		return
+	}
+	rw.mu.Lock()
+	if old := w.watched; !old.IsZero() && rw.byMain[old] == w {
+		delete(rw.byMain, old)
+		rw.mw.Unwatch(old)
+	}
+	rw.byMain[id] = w
+	rw.mu.Unlock()
+	w.watched = id
+}
+
+func (w *worker) unwatchMain() {
+	rw := &w.a.rw
+	if rw.mw == nil || w.watched.IsZero() {
+		return
+	}
+	rw.mu.Lock()
+	if rw.byMain[w.watched] == w {
+		delete(rw.byMain, w.watched)
+	}
+	rw.mu.Unlock()
+	rw.mw.Unwatch(w.watched)
+}
+
+// onModify runs on modwatch's goroutine for every write into a watched
+// main.
+func (a *Agent) onModify(ev modwatch.Event) {
+	if ev.Op == modwatch.Overflow {
+		a.log.Warn("write notifications lost (queue overflow); checking every store", "event", EventScanUnknown)
+		for _, w := range a.allWorkers() {
+			w.kick(ev.At)
+		}
+		return
+	}
+	if ev.Pid == os.Getpid() || ev.Pid <= 0 {
+		return // the agent's own checkpoint, replay or restore
+	}
+	a.rw.mu.Lock()
+	w := a.rw.byMain[ev.ID]
+	a.rw.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if ev.Op == modwatch.CloseWrite {
+		if w.rewriting(ev.Pid) {
+			w.kick(ev.At) // its incident was waiting for it
+		}
+		return
+	}
+	w.foreignWrite(ev)
+}
+
+// rewriteSeen is a write into the main by a process that is not a
+// connection of the store, with the writers it froze.
+type rewriteSeen struct {
+	writer holders.Process
+	at     time.Time
+	frozen map[int]frozenProc
+}
+
+// rewriteState is what a worker's detection shares with modwatch's
+// goroutine: the rewriters seen and not yet handed to an incident, and
+// the ones an incident has.
+type rewriteState struct {
+	mu      sync.Mutex
+	pending []rewriteSeen
+	active  map[int]bool // rewriter pids of this store's incidents
+}
+
+func (w *worker) rewriting(pid int) bool {
+	w.rws.mu.Lock()
+	defer w.rws.mu.Unlock()
+	return w.rws.active[pid]
+}
+
+// foreignWrite handles a write of pid into the store's main.
+func (w *worker) foreignWrite(ev modwatch.Event) {
+	if w.rewriting(ev.Pid) {
+		return
+	}
+	known, _ := w.a.cache.Known(w.target)
+	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
+		return
+	}
+	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
+		return
+	}
+	frozen := map[int]frozenProc{}
+	if w.a.policies(w.st.Path).For(journal.KindRewritten) != incident.PolicyObserve {
+		for i := range known.Holders {
+			p := &known.Holders[i]
+			if p.Pid == ev.Pid || !p.MayWrite() || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+				continue
+			}
+			if err := holders.Freeze(p.Ref()); err == nil {
+				frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+			}
+		}
+	}
+	// Now look at the writer: a connection that opened the store since
+	// the last scan holds its -wal and -shm (the targeted scan also
+	// teaches the cache, so its next write is not looked at again).
+	writer := holders.Process{Pid: ev.Pid}
+	if sr, err := w.a.cache.Targeted(w.target, ev.Pid); err == nil {
+		if p := findPid(sr.Holders, ev.Pid); p != nil {
+			if connection(p) {
+				w.thawAll(frozen)
+				return
+			}
+			writer = *p
+		}
+	}
+	if writer.StartTicks == 0 {
+		// Gone already, or holds nothing any more (a quick cp): still a
+		// write no connection of the store made.
+		writer.StartTicks, _ = holders.StartTicks(ev.Pid)
+	}
+	w.rws.mu.Lock()
+	if w.rws.active == nil {
+		w.rws.active = map[int]bool{}
+	}
+	w.rws.active[ev.Pid] = true
+	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen})
+	w.rws.mu.Unlock()
+	w.log.Warn("the live main is written by a process that is no connection of the store", "pid", ev.Pid,
+		"exe", writer.Exe, "frozen", len(frozen))
+	w.kick(ev.At)
+}
+
+// connection reports whether a holder is a SQLite connection of the
+// store's current generation: it holds the -wal or the -shm.
+func connection(p *holders.Process) bool {
+	for _, f := range p.Files {
+		if f.Role != holders.RoleMain && f.Current {
+			return true
+		}
+	}
+	return false
+}
+
+// openRewrites, on the worker, opens a rewritten incident for each
+// rewrite seen since the last check, with every holder that can write
+// the old generation; the other holders are bystanders. A rewrite of a
+// store nobody writes is only logged: there is no live WAL to pair the
+// new content with (the guard's idle checkpoint empties it).
+func (w *worker) openRewrites() {
+	w.rws.mu.Lock()
+	seen := w.rws.pending
+	w.rws.pending = nil
+	if len(seen) == 0 && !w.eng.Busy() {
+		w.rws.active = nil
+	}
+	w.rws.mu.Unlock()
+	for _, rs := range seen {
+		w.openRewrite(rs)
+	}
+}
+
+func (w *worker) openRewrite(rs rewriteSeen) {
+	pids := make([]int, 0, len(rs.frozen))
+	for pid := range rs.frozen {
+		pids = append(pids, pid)
+	}
+	sr, err := w.a.cache.Targeted(w.target, pids...)
+	if err != nil {
+		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
+		w.thawAll(rs.frozen)
+		return
+	}
+	policy := w.a.policies(w.st.Path).For(journal.KindRewritten)
+	var writers []holders.Process
+	var bystanders []holders.ProcRef
+	for i := range sr.Holders {
+		p := &sr.Holders[i]
+		switch {
+		case p.Pid == rs.writer.Pid || w.eng.Owns(p.Ref()):
+			continue
+		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
+			bystanders = append(bystanders, p.Ref())
+			continue
+		}
+		if _, done := rs.frozen[p.Pid]; !done && policy != incident.PolicyObserve {
+			if err := holders.Freeze(p.Ref()); err == nil {
+				rs.frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+			}
+		}
+		writers = append(writers, *p)
+	}
+	for pid, f := range rs.frozen {
+		if findPid(writers, pid) == nil {
+			_ = holders.Thaw(f.ref)
+			delete(rs.frozen, pid)
+		}
+	}
+	if len(writers) == 0 {
+		w.log.Warn("the main was rewritten in place while no process could write the store; nothing to freeze",
+			"pid", rs.writer.Pid, "exe", rs.writer.Exe)
+		return
+	}
+	at := make(map[int]time.Time, len(rs.frozen))
+	for pid, f := range rs.frozen {
+		at[pid] = f.at
+	}
+	w.claimGuardWAL(writers)
+	gen := generationRecord(w.readGeneration())
+	w.eng.Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
+		Old: gen, New: gen, Rewriter: &rs.writer, Bystanders: bystanders})
+}
