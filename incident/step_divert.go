@@ -85,6 +85,7 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	rep, err := e.d.Salvage.Divert(ctx, req)
 	if errors.Is(err, recovery.ErrCaptureUnpaired) {
 		e.note(li, err.Error())
+		req.Kind = string(li.kind)
 		return e.divertSalvaged(ctx, li, req)
 	}
 	if err != nil {
@@ -103,8 +104,16 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 }
 
 func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
+	kind := string(li.kind)
+	if li.kind == journal.KindRewritten && (li.rewriter == nil || li.rewriter.StartTicks == 0) {
+		// The writer was gone before it could be looked at: it may have
+		// been a connection that checkpointed and exited. A capture that
+		// still reads as a whole database then keeps every row the live
+		// store lacks; only page images (an unpaired WAL) take the cut.
+		kind = recovery.KindSidecarLost
+	}
 	return recovery.DivertRequest{
-		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: string(li.kind),
+		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: kind,
 		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
 	}
 }

@@ -137,12 +137,8 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	}
 	defer hTx.Rollback()
 
-	// A rewritten store's capture that reads as a whole database was not
-	// rolled back by its "rewrite" (the WAL still fits the main it was
-	// captured with): every row the live store lacks is kept. Its cut
-	// applies only to rows read from WAL page images (DivertWALImages).
 	var cut time.Time
-	if req.Kind == KindReplaced || req.Kind == KindMispaired {
+	if req.Kind == KindReplaced || req.Kind == KindMispaired || req.Kind == KindRewritten {
 		cut = req.ReplacedAt
 	}
 	return diffCapture(ctx, capTx, hTx, cut)

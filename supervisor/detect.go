@@ -35,6 +35,9 @@ func (w *worker) check(at time.Time) {
 	if !ok {
 		return
 	}
+	// A rewrite seen while this check settled began what it sees (cp,
+	// then rm of the sidecars): its incident takes the writers first.
+	w.openRewrites()
 	orphans := w.confirm(sr, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {
@@ -99,6 +102,10 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 		}
 	}
 	for pid, f := range frozen {
+		if w.eng.Owns(f.ref) {
+			delete(frozen, pid) // an incident froze it too, and releases it
+			continue
+		}
 		if p := findPid(orphans, pid); p == nil || p.StartTicks != f.ref.StartTicks {
 			_ = holders.Thaw(f.ref)
 			delete(frozen, pid)

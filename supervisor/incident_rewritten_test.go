@@ -111,7 +111,7 @@ func rewriteScenario(t *testing.T, script string) {
 	if st := hermestest.StateOf(w.Pid); st == 'T' {
 		t.Fatal("the writer is left stopped")
 	}
-	t.Logf("tool ran %v; %d rows acknowledged while it ran; salvage %+v", done.Sub(start), len(during), inc.Detail.Salvage)
+	t.Logf("tool ran %v; %d rows acknowledged while it ran; rewriter %+v; salvage %+v", done.Sub(start), len(during), inc.Detail.Rewriter, inc.Detail.Salvage)
 }
 
 // checkFTS runs the FTS5 integrity check of Hermes' full-text tables.

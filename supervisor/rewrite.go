@@ -135,9 +135,16 @@ type rewriteSeen struct {
 // goroutine: the rewriters seen and not yet handed to an incident, and
 // the ones an incident has.
 type rewriteState struct {
+	// inspecting is held while a write is looked into, from the freeze
+	// to the verdict: the worker's check waits for it, so a restore's
+	// next step (cp && rm of the sidecars) is never classified before
+	// the rewrite that began it.
+	inspecting sync.Mutex
+
 	mu      sync.Mutex
 	pending []rewriteSeen
-	active  map[int]bool // rewriter pids of this store's incidents
+	active  map[int]bool   // rewriter pids of this store's incidents
+	vouched map[int]uint64 // pid → start ticks of connections seen writing
 }
 
 func (w *worker) rewriting(pid int) bool {
@@ -148,9 +155,11 @@ func (w *worker) rewriting(pid int) bool {
 
 // foreignWrite handles a write of pid into the store's main.
 func (w *worker) foreignWrite(ev modwatch.Event) {
-	if w.rewriting(ev.Pid) {
+	if w.rewriting(ev.Pid) || w.vouched(ev.Pid) {
 		return
 	}
+	w.rws.inspecting.Lock()
+	defer w.rws.inspecting.Unlock()
 	known, _ := w.a.cache.Known(w.target)
 	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
 		return
@@ -158,35 +167,22 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
 		return
 	}
-	frozen := map[int]frozenProc{}
-	if w.a.policies(w.st.Path).For(journal.KindRewritten) != incident.PolicyObserve {
-		for i := range known.Holders {
-			p := &known.Holders[i]
-			if p.Pid == ev.Pid || !p.MayWrite() || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
-				continue
-			}
-			if err := holders.Freeze(p.Ref()); err == nil {
-				frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
-			}
-		}
-	}
-	// Now look at the writer: a connection that opened the store since
-	// the last scan holds its -wal and -shm (the targeted scan also
-	// teaches the cache, so its next write is not looked at again).
+	frozen := w.freezeWriters(known.Holders, ev.Pid)
+	// Now look at the writer, at once (a cp of a small file is over in a
+	// few milliseconds): a connection that opened the store since the
+	// last scan has its -wal and -shm open.
+	wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
+	shm, _ := fileid.Lstat(w.target.RolePath(holders.RoleSHM))
 	writer := holders.Process{Pid: ev.Pid}
-	if sr, err := w.a.cache.Targeted(w.target, ev.Pid); err == nil {
-		if p := findPid(sr.Holders, ev.Pid); p != nil {
-			if connection(p) {
-				w.thawAll(frozen)
-				return
-			}
-			writer = *p
+	if pk, err := holders.PeekFDs(ev.Pid, wal.ID, shm.ID); err == nil {
+		if (wal.Exists && pk.Open[wal.ID]) || (shm.Exists && pk.Open[shm.ID]) {
+			w.thawAll(frozen)
+			w.vouch(pk.Ref)
+			return
 		}
-	}
-	if writer.StartTicks == 0 {
-		// Gone already, or holds nothing any more (a quick cp): still a
-		// write no connection of the store made.
-		writer.StartTicks, _ = holders.StartTicks(ev.Pid)
+		// Seen alive and holding no sidecar: a confirmed rewriter, named
+		// by its start time and executable.
+		writer.StartTicks, writer.Exe = pk.Ref.StartTicks, pk.Exe
 	}
 	w.rws.mu.Lock()
 	if w.rws.active == nil {
@@ -196,8 +192,51 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen})
 	w.rws.mu.Unlock()
 	w.log.Warn("the live main is written by a process that is no connection of the store", "pid", ev.Pid,
-		"exe", writer.Exe, "frozen", len(frozen))
+		"exe", writer.Exe, "frozen", len(frozen), "confirmed", writer.StartTicks != 0)
 	w.kick(ev.At)
+}
+
+// freezeWriters stops every cached holder that can write the generation,
+// but the writer itself and what an incident or the operator already
+// has; the policy observe freezes nothing.
+func (w *worker) freezeWriters(known []holders.Process, writer int) map[int]frozenProc {
+	frozen := map[int]frozenProc{}
+	if w.a.policies(w.st.Path).For(journal.KindRewritten) == incident.PolicyObserve {
+		return frozen
+	}
+	for i := range known {
+		p := &known[i]
+		if p.Pid == writer || !p.MayWrite() || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+		}
+	}
+	return frozen
+}
+
+// vouch remembers a process seen to be a connection of the store, so its
+// checkpoints stop being looked into; vouched checks it is still the
+// same process.
+func (w *worker) vouch(ref holders.ProcRef) {
+	w.rws.mu.Lock()
+	defer w.rws.mu.Unlock()
+	if w.rws.vouched == nil || len(w.rws.vouched) > 4096 {
+		w.rws.vouched = map[int]uint64{}
+	}
+	w.rws.vouched[ref.Pid] = ref.StartTicks
+}
+
+func (w *worker) vouched(pid int) bool {
+	w.rws.mu.Lock()
+	ticks, ok := w.rws.vouched[pid]
+	w.rws.mu.Unlock()
+	if !ok {
+		return false
+	}
+	now, err := holders.StartTicks(pid)
+	return err == nil && now == ticks
 }
 
 // connection reports whether a holder is a SQLite connection of the
@@ -217,6 +256,8 @@ func connection(p *holders.Process) bool {
 // store nobody writes is only logged: there is no live WAL to pair the
 // new content with (the guard's idle checkpoint empties it).
 func (w *worker) openRewrites() {
+	w.rws.inspecting.Lock()
+	w.rws.inspecting.Unlock() //nolint:staticcheck // only waits for an inspection in flight
 	w.rws.mu.Lock()
 	seen := w.rws.pending
 	w.rws.pending = nil
