@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os/exec"
@@ -143,4 +144,42 @@ func walBackup(t *testing.T, db, dst string) {
 	if err := b.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("backup %s: journal mode %q %v", dst, mode, err)
 	}
+}
+
+// A SQLite connection the holder cache does not know yet (started after
+// the last scan) writes the main in its checkpoints: it holds the -wal and
+// -shm, so it is no rewriter. No incident opens, nobody stays stopped,
+// and every row both writers acknowledge is in the store once.
+func TestCheckpointOfANewConnectionIsNoRewrite(t *testing.T) {
+	needFanotify(t)
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Reconcile, o.Guard = time.Hour, true })
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 100, Count: 150, Linger: true})
+	waitHolder(t, a, db, w1.Pid)
+	// Checkpoints every few commits, from its first second on.
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 60, CheckpointEvery: 3})
+	acks2 := w2.WaitAcks(t, 60)
+	// Usually its first checkpoint was looked into and it was vouched
+	// for; when a scan saw it first, the cache vouched.
+	wk := a.worker(db)
+	wk.rws.mu.Lock()
+	_, vouched := wk.rws.vouched[w2.Pid]
+	wk.rws.mu.Unlock()
+	t.Logf("new connection vouched for by its first write: %v", vouched)
+	waitExit(t, w2, 30*time.Second)
+	acks1 := w1.WaitAcks(t, 150)
+	if st := hermestest.StateOf(w1.Pid); st == 'T' {
+		t.Fatal("the first writer is left stopped")
+	}
+	w1.Kill()
+	waitExit(t, w1, 30*time.Second)
+	incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(incs) > 0 {
+		t.Fatalf("incident %s (%s) opened for a connection's checkpoints: %s", incs[0].ID, incs[0].Kind, incs[0].Detail.Error)
+	}
+	rows := dbRows(t, db)
+	checkExactlyOnce(t, append(acks1, acks2...), rows, time.Time{}, time.Time{})
 }
