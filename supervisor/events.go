@@ -17,6 +17,9 @@ const (
 	EventGuardReleased     = "guard.released"
 	EventGuardPaused       = "guard.paused"
 	EventGuardFailed       = "guard.failed"
+	// EventRewriteDetected: a process that is no connection of a store
+	// wrote into its live main (fanotify, root).
+	EventRewriteDetected = "rewrite.detected"
 )
 
 // QuietEvents are logged but never alerted: they fire on every writer

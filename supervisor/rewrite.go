@@ -191,7 +191,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	w.rws.active[ev.Pid] = true
 	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen})
 	w.rws.mu.Unlock()
-	w.log.Warn("the live main is written by a process that is no connection of the store", "pid", ev.Pid,
+	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
 		"exe", writer.Exe, "frozen", len(frozen), "confirmed", writer.StartTicks != 0)
 	w.kick(ev.At)
 }
