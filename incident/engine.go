@@ -68,6 +68,14 @@ type Scanner interface {
 	Targeted(t holders.Target, pids ...int) (*holders.StoreResult, error)
 }
 
+// Memory is the holder cache's list of inodes to look for in every scan
+// (holders.Cache): the incident's pins keep orphaned inodes alive, so a
+// process that still holds one is found wherever it was renamed.
+type Memory interface {
+	Remember(...holders.KnownFile)
+	ForgetFiles(...holders.KnownFile)
+}
+
 // Metrics is what the engine reports; a nil *supervisor.Metrics is a
 // valid one that does nothing.
 type Metrics interface {
@@ -99,6 +107,7 @@ type Deps struct {
 	Procs   Procs
 	Salvage Salvage
 	Scan    Scanner
+	Memory  Memory           // nil: pins are not told to the holder cache
 	Metrics Metrics          // nil: none
 	Config  func() Config    // nil: the defaults
 	Wake    func()           // asks the owner to call Advance soon (a holder exited); nil: none
@@ -203,8 +212,28 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, li := range e.live {
-		li.closePins()
+		e.unpin(li)
 	}
+}
+
+// pinned records a new pin of li and tells the holder cache to look for
+// its inode.
+func (e *Engine) pinned(li *live, p *pin) {
+	li.pins = append(li.pins, p)
+	if e.d.Memory != nil {
+		e.d.Memory.Remember(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+	}
+}
+
+// unpin closes li's pins and takes their inodes off the holder cache's
+// list.
+func (e *Engine) unpin(li *live) {
+	if e.d.Memory != nil {
+		for _, p := range li.pins {
+			e.d.Memory.ForgetFiles(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+		}
+	}
+	li.closePins()
 }
 
 func (e *Engine) add(li *live) {

@@ -59,7 +59,7 @@ func (e *Engine) Open(o Opening) {
 		li.rewriter = &ref
 	}
 	for _, p := range o.Pins {
-		li.pins = append(li.pins, &pin{role: p.Role, id: p.ID, f: p.File})
+		e.pinned(li, &pin{role: p.Role, id: p.ID, f: p.File})
 	}
 	ctx, cancel := e.journalCtx()
 	inc, err := e.d.Journal.OpenIncident(ctx, e.incidentRecord(li, o), e.openSteps(o)...)
@@ -71,7 +71,7 @@ func (e *Engine) Open(o Opening) {
 				_ = e.d.Procs.Thaw(p.Ref())
 			}
 		}
-		li.closePins()
+		e.unpin(li)
 		return
 	}
 	li.id, li.state = inc.ID, inc.State

@@ -50,7 +50,7 @@ func (e *Engine) pinAll(li *live) []string {
 				continue
 			}
 			have[f.ID] = true
-			li.pins = append(li.pins, &pin{role: f.Role, id: f.ID, f: fd})
+			e.pinned(li, &pin{role: f.Role, id: f.ID, f: fd})
 			if err := e.d.Procs.LockPin(f.Role, fd); err != nil {
 				e.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
 			}

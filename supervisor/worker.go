@@ -55,6 +55,7 @@ func newWorker(a *Agent, s store.Store) *worker {
 		Procs:   incident.Host{},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
+		Memory:  &a.cache,
 		Metrics: a.opts.Metrics,
 		Config: func() incident.Config {
 			return incident.Config{Policies: a.policies(s.Path), CaptureMaxBytes: a.captureBudget()}
