@@ -214,7 +214,7 @@ var scenarios = []scenario{
 		r.salv.unpaired = true
 		o := Opening{Kind: journal.KindRewritten, Policy: PolicyKill, At: r.now, Frozen: map[int]time.Time{117: r.now},
 			Orphans:  []holders.Process{{Pid: 117, StartTicks: w.ref.StartTicks, Exe: "/usr/bin/writer", Files: w.files}},
-			Rewriter: &holders.Process{Pid: 900, StartTicks: 9, Exe: "/usr/bin/cp"}}
+			Rewriter: &holders.Process{Pid: 900, StartTicks: 9, Exe: "/usr/bin/cp"}, RewriteConfirmed: true}
 		r.eng.Open(o)
 		id := r.eng.IDs()[0]
 		r.eng.Advance()

@@ -33,8 +33,9 @@ type live struct {
 	quarantined bool
 	// rewriter, for a rewritten main, is the process writing it in place;
 	// bystanders the old generation's connections that are not signalled.
-	rewriter   *holders.ProcRef
-	bystanders []holders.ProcRef
+	rewriter         *holders.ProcRef
+	bystanders       []holders.ProcRef
+	rewriteConfirmed bool
 	// early is the capture taken while every holder was still stopped,
 	// before release: if the agent dies during a terminate grace period
 	// the orphan dies with its pins, but this capture survives.

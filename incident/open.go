@@ -38,6 +38,11 @@ type Opening struct {
 	// opener that joined the old sidecars.
 	Rewriter   *holders.Process
 	Bystanders []holders.ProcRef
+	// RewriteConfirmed: the rewriter was surely no connection of the
+	// store (seen with the main open and no sidecar, or it truncated
+	// the main), so its capture takes the divert cut even if its WAL
+	// still fits the new content.
+	RewriteConfirmed bool
 }
 
 // Pin is an fd the agent holds on one file of an orphaned generation.
@@ -53,7 +58,7 @@ type Pin struct {
 // stopped without a record) and the next check tries again.
 func (e *Engine) Open(o Opening) {
 	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st.Path, o.Kind, o.At),
-		foreign: o.Quarantine, bystanders: o.Bystanders}
+		foreign: o.Quarantine, bystanders: o.Bystanders, rewriteConfirmed: o.RewriteConfirmed}
 	if o.Rewriter != nil {
 		ref := o.Rewriter.Ref()
 		li.rewriter = &ref
@@ -125,7 +130,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		// The cut the divert uses, as computed here: a resumed incident
 		// must divert with the same one, or the divert refuses.
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
-			Rewriter: rewriterRecord(o.Rewriter)},
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed},
 	}
 }
 

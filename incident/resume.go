@@ -72,6 +72,7 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}
+	li.rewriteConfirmed = inc.Detail.RewriteConfirmed
 	if r := inc.Detail.Rewriter; r != nil {
 		li.rewriter = &holders.ProcRef{Pid: r.PID, StartTicks: r.StartTicks}
 	}

@@ -105,7 +105,7 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 
 func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 	kind := string(li.kind)
-	if li.kind == journal.KindRewritten && (li.rewriter == nil || li.rewriter.StartTicks == 0) {
+	if li.kind == journal.KindRewritten && !li.rewriteConfirmed {
 		// The writer was gone before it could be looked at: it may have
 		// been a connection that checkpointed and exited. A capture that
 		// still reads as a whole database then keeps every row the live

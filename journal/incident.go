@@ -50,7 +50,8 @@ type IncidentDetail struct {
 	Error        string    `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
 	// Rewriter is the process that rewrote the main in place (kind
 	// rewritten): never signalled, waited for.
-	Rewriter *HolderRecord `json:"rewriter,omitempty"`
+	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
+	RewriteConfirmed bool          `json:"rewrite_confirmed,omitempty"`
 	// Salvage is what was read from the capture's WAL page images when its
 	// WAL fit no main, and what could not be.
 	Salvage *SalvageRecord `json:"salvage,omitempty"`

@@ -20,6 +20,7 @@ func (w *worker) check(at time.Time) {
 	w.openRewrites()
 	gen := w.readGeneration()
 	w.watchMain(gen.Main)
+	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -129,6 +130,9 @@ type rewriteSeen struct {
 	writer holders.Process
 	at     time.Time
 	frozen map[int]frozenProc
+	// confirmed: the writer was seen with the main open and no sidecar,
+	// or it had cut the main short; not a connection that checkpointed.
+	confirmed bool
 }
 
 // rewriteState is what a worker's detection shares with modwatch's
@@ -140,6 +144,10 @@ type rewriteState struct {
 	// next step (cp && rm of the sidecars) is never classified before
 	// the rewrite that began it.
 	inspecting sync.Mutex
+
+	// mainSize is the main's size at the worker's last check or the last
+	// write of a connection, whichever came last.
+	mainSize atomic.Int64
 
 	mu      sync.Mutex
 	pending []rewriteSeen
@@ -155,45 +163,95 @@ func (w *worker) rewriting(pid int) bool {
 
 // foreignWrite handles a write of pid into the store's main.
 func (w *worker) foreignWrite(ev modwatch.Event) {
-	if w.rewriting(ev.Pid) || w.vouched(ev.Pid) {
+	if w.rewriting(ev.Pid) {
+		return
+	}
+	// A main smaller than at the last write a connection made was
+	// truncated: cp opens it O_TRUNC. No connection of a live store cuts
+	// its main short but a VACUUM's checkpoint, which holds the sidecars.
+	size, _ := fileid.Lstat(w.st.Path)
+	if w.vouched(ev.Pid) {
+		w.rws.mainSize.Store(size.Size)
 		return
 	}
 	w.rws.inspecting.Lock()
 	defer w.rws.inspecting.Unlock()
+	truncated := size.Exists && size.ID == ev.ID && size.Size < w.rws.mainSize.Load()
 	known, _ := w.a.cache.Known(w.target)
 	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
+		w.rws.mainSize.Store(size.Size)
 		return
 	}
 	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
 		return
 	}
-	frozen := w.freezeWriters(known.Holders, ev.Pid)
-	// Now look at the writer, at once (a cp of a small file is over in a
-	// few milliseconds): a connection that opened the store since the
-	// last scan has its -wal and -shm open.
+	// Look at the writer first (a rsync or cp may be gone within a
+	// millisecond): a connection that opened the store since the last
+	// scan has its -wal and -shm open, and nobody is frozen for it.
 	wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
 	shm, _ := fileid.Lstat(w.target.RolePath(holders.RoleSHM))
-	writer := holders.Process{Pid: ev.Pid}
-	if pk, err := holders.PeekFDs(ev.Pid, wal.ID, shm.ID); err == nil {
-		if (wal.Exists && pk.Open[wal.ID]) || (shm.Exists && pk.Open[shm.ID]) {
+	isConn := func(pk holders.Peek) bool {
+		return (wal.Exists && pk.Open[wal.ID]) || (shm.Exists && pk.Open[shm.ID])
+	}
+	pk, err := holders.PeekFDs(ev.Pid, ev.ID, wal.ID, shm.ID)
+	if err == nil && isConn(pk) {
+		w.vouch(pk.Ref)
+		w.rws.mainSize.Store(size.Size)
+		return
+	}
+	frozen := w.freezeWriters(known.Holders, ev.Pid)
+	if err == nil && !pk.Open[ev.ID] {
+		// cp's first event is the O_TRUNC of its open(2), before the
+		// new fd is in its table: look again, the writers frozen.
+		pk, err = peekWriter(ev, wal.ID, shm.ID)
+		if err == nil && isConn(pk) {
 			w.thawAll(frozen)
 			w.vouch(pk.Ref)
 			return
 		}
-		// Seen alive and holding no sidecar: a confirmed rewriter, named
-		// by its start time and executable.
+	}
+	writer := holders.Process{Pid: ev.Pid}
+	if err == nil && pk.Open[ev.ID] && pk.Exe != "" {
+		// Seen with the main open and no sidecar: a confirmed rewriter,
+		// named by its start time and executable. One already closing
+		// down (no fds, no executable) is not: it may have been a
+		// connection.
 		writer.StartTicks, writer.Exe = pk.Ref.StartTicks, pk.Exe
 	}
+	// Gone too fast to be looked at (a cp of a small store), but it cut
+	// the main short: a rewriter all the same.
+	confirmed := writer.StartTicks != 0 || truncated
 	w.rws.mu.Lock()
 	if w.rws.active == nil {
 		w.rws.active = map[int]bool{}
 	}
 	w.rws.active[ev.Pid] = true
-	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen})
+	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed})
 	w.rws.mu.Unlock()
 	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
-		"exe", writer.Exe, "frozen", len(frozen), "confirmed", writer.StartTicks != 0)
+		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
 	w.kick(ev.At)
+}
+
+// peekWriter reads the writer's fds. The first event of `cp` is the
+// O_TRUNC of its open(2), before the new fd is in its table: until the
+// main shows up among its fds (or it is gone) it is looked at again, for
+// a couple of milliseconds at most. The writers are frozen meanwhile.
+func peekWriter(ev modwatch.Event, ids ...fileid.ID) (holders.Peek, error) {
+	ids = append(ids, ev.ID)
+	deadline := time.Now().Add(2 * time.Millisecond)
+	for {
+		pk, err := holders.PeekFDs(ev.Pid, ids...)
+		if err != nil || pk.Open[ev.ID] || !time.Now().Before(deadline) {
+			return pk, err
+		}
+		for _, id := range ids[:len(ids)-1] {
+			if pk.Open[id] {
+				return pk, nil
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // freezeWriters stops every cached holder that can write the generation,
@@ -250,6 +308,9 @@ func connection(p *holders.Process) bool {
 	return false
 }
 
+// walHeaderBytes is a WAL's header: a -wal no longer than it has no frame.
+const walHeaderBytes = 32
+
 // openRewrites, on the worker, opens a rewritten incident for each
 // rewrite seen since the last check, with every holder that can write
 // the old generation; the other holders are bystanders. A rewrite of a
@@ -271,6 +332,18 @@ func (w *worker) openRewrites() {
 }
 
 func (w *worker) openRewrite(rs rewriteSeen) {
+	if !rs.confirmed {
+		// A writer gone before it could be looked at may have been a
+		// connection closing as the last one: its checkpoint wrote the
+		// main, then it removed (or emptied) the -wal. With no WAL frames
+		// at the path there is nothing the main could be mispaired with.
+		if wal, err := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); err != nil || !wal.Exists || wal.Size <= walHeaderBytes {
+			w.log.Info("a process gone before it could be looked at wrote the main; no WAL left to mispair, nothing to do",
+				"pid", rs.writer.Pid)
+			w.thawAll(rs.frozen)
+			return
+		}
+	}
 	pids := make([]int, 0, len(rs.frozen))
 	for pid := range rs.frozen {
 		pids = append(pids, pid)
@@ -318,5 +391,5 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	w.claimGuardWAL(writers)
 	gen := generationRecord(w.readGeneration())
 	w.eng.Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
-		Old: gen, New: gen, Rewriter: &rs.writer, Bystanders: bystanders})
+		Old: gen, New: gen, Rewriter: &rs.writer, RewriteConfirmed: rs.confirmed, Bystanders: bystanders})
 }

@@ -58,21 +58,52 @@ func TestToolTable(t *testing.T) {
 			if _, err := exec.LookPath(tc.need); err != nil {
 				t.Skipf("%s not installed", tc.need)
 			}
-			toolScenario(t, tc.script, tc.kind)
+			toolScenario(t, tc.script, tc.kind, hostWriter)
 		})
 	}
 }
 
-func toolScenario(t *testing.T, script string, kind journal.Kind) {
+// The gateway in a container (own mount and pid namespaces, the profile
+// home bind-mounted at another path), then each incident fault on the
+// host: the writer is found by inode, frozen and released by its host
+// pid, and nothing it acknowledged after the tool returned is lost.
+func TestToolTableContainer(t *testing.T) {
+	needFanotify(t)
+	for _, tc := range []struct {
+		name, script string
+		kind         journal.Kind
+	}{
+		{"cp", "cp backup.db state.db", journal.KindRewritten},
+		{"mv aside, then cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired},
+		{"cp, then rm the sidecars", "cp backup.db state.db && rm -f state.db-wal state.db-shm", journal.KindRewritten},
+	} {
+		t.Run(tc.name, func(t *testing.T) { toolScenario(t, tc.script, tc.kind, containerWriter) })
+	}
+}
+
+// hostWriter and containerWriter start the live writer of a scenario.
+func hostWriter(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer {
+	o.DB = db
+	return hermestest.StartWriter(t, o)
+}
+
+func containerWriter(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer {
+	volume := t.TempDir()
+	o.DB = filepath.Join(volume, filepath.Base(db))
+	return hermestest.StartContainerWriter(t, o, home, volume)
+}
+
+func toolScenario(t *testing.T, script string, kind journal.Kind,
+	start func(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer) {
 	home, db := testHome(t)
 	a := startAgent(t, home, guardOn)
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200, Linger: true})
+	w := start(t, home, db, hermestest.WriterOptions{Rate: 200, Linger: true})
 	waitHolder(t, a, db, w.Pid)
 	w.WaitAcks(t, 300) // a store of some size: the old WAL must not fit the backup by chance
 	walBackup(t, db, filepath.Join(home, "backup.db"))
 	w.AcksGrow(t, 40) // rows the restore rolls back on purpose
 
-	start := time.Now()
+	began := time.Now()
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = home
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -89,8 +120,8 @@ func toolScenario(t *testing.T, script string, kind journal.Kind) {
 		if len(inc.Detail.Holders) != 1 || inc.Detail.Holders[0].PID != w.Pid {
 			t.Fatalf("holders %+v: want the writer", inc.Detail.Holders)
 		}
-		if kind == journal.KindRewritten && (inc.Detail.Rewriter == nil || inc.Detail.Rewriter.Exe == "") {
-			t.Fatalf("rewriter %+v: want the tool's process, seen alive", inc.Detail.Rewriter)
+		if kind == journal.KindRewritten && (inc.Detail.Rewriter == nil || !inc.Detail.RewriteConfirmed) {
+			t.Fatalf("rewriter %+v, confirmed %v: want the tool's process, confirmed", inc.Detail.Rewriter, inc.Detail.RewriteConfirmed)
 		}
 		waitExit(t, w, 10*time.Second)
 	} else {
@@ -119,7 +150,7 @@ func toolScenario(t *testing.T, script string, kind journal.Kind) {
 		switch ts := time.Unix(0, int64(ack.Timestamp*1e9)); {
 		case ts.After(done):
 			after = append(after, ack)
-		case ts.After(start):
+		case ts.After(began):
 			during = append(during, ack)
 		}
 	}
@@ -142,7 +173,7 @@ func toolScenario(t *testing.T, script string, kind journal.Kind) {
 		t.Fatal("the writer is left stopped")
 	}
 	t.Logf("tool ran %v; acknowledged while it ran %d, after %d; incident %s %s; salvage %+v",
-		done.Sub(start), len(during), len(after), inc.Kind, inc.State, inc.Detail.Salvage)
+		done.Sub(began), len(during), len(after), inc.Kind, inc.State, inc.Detail.Salvage)
 }
 
 // checkFTS runs the FTS5 integrity check of Hermes' full-text tables.
