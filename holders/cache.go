@@ -67,7 +67,7 @@ func (c *Cache) Remember(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		c.learn(filepath.Clean(f.Store), f, true, true)
+		c.learn(filepath.Clean(f.Store), f, false, true)
 	}
 }
 
