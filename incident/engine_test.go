@@ -156,7 +156,7 @@ var scenarios = []scenario{
 		r.salv.unpaired, r.salv.failSalvage = true, true
 		return r.open(journal.KindSidecarLost, PolicyKill, r.writer(114, false, true))
 	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
-		wantError(t, inc, "page images could not be diverted")
+		wantError(t, inc, "page images could not be read")
 		wantError(t, inc, "raw files are kept in")
 		if len(r.salv.captures) == 0 {
 			t.Fatal("no capture was written")

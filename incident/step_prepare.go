@@ -123,14 +123,23 @@ func (e *Engine) quarantine(li *live) {
 // may never): then the old sidecars are quarantined anyway.
 const rewriteMaxWait = 5 * time.Minute
 
+// rewriteQuiet is how long a rewritten main must not have changed before
+// its rewrite counts as done.
+const rewriteQuiet = 50 * time.Millisecond
+
 // afterRewrite (rewritten): leave the process rewriting the main to
 // finish (it is the operator's restore), then move the old generation's
 // -wal/-shm out of the path before anyone opens the new content with
 // them. The writers stay frozen meanwhile.
 func (e *Engine) afterRewrite(li *live) bool {
-	if !li.quarantined && li.rewriter != nil {
-		main := li.pinOf(holders.RoleMain)
-		if main != nil && e.d.Procs.Writes(*li.rewriter, main.id) && e.d.Now().Before(li.openedAt.Add(rewriteMaxWait)) {
+	if main := li.pinOf(holders.RoleMain); !li.quarantined && main != nil && e.d.Now().Before(li.openedAt.Add(rewriteMaxWait)) {
+		writing := li.rewriter != nil && e.d.Procs.Writes(*li.rewriter, main.id)
+		// A rewriter that could not be named is done once the main has
+		// been quiet a moment: nothing may read it half written.
+		if fi, err := main.f.Stat(); err == nil && time.Since(fi.ModTime()) < rewriteQuiet { // file times are the real clock
+			writing = true
+		}
+		if writing {
 			li.wait = pending{why: WaitRewriter}
 			return false
 		}
