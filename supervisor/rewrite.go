@@ -152,6 +152,7 @@ type rewriteState struct {
 	mu      sync.Mutex
 	pending []rewriteSeen
 	active  map[int]bool   // rewriter pids of this store's incidents
+	stopped map[int]bool   // the writers they froze: a write of theirs raced the rewrite
 	vouched map[int]uint64 // pid → start ticks of connections seen writing
 }
 
@@ -172,6 +173,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	size, _ := fileid.Lstat(w.st.Path)
 	if w.vouched(ev.Pid) {
 		w.rws.mainSize.Store(size.Size)
+		w.racedRewrite(ev)
 		return
 	}
 	w.rws.inspecting.Lock()
@@ -180,6 +182,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	known, _ := w.a.cache.Known(w.target)
 	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
 		w.rws.mainSize.Store(size.Size)
+		w.racedRewrite(ev)
 		return
 	}
 	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
@@ -226,11 +229,34 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		w.rws.active = map[int]bool{}
 	}
 	w.rws.active[ev.Pid] = true
+	if w.rws.stopped == nil {
+		w.rws.stopped = map[int]bool{}
+	}
+	for pid := range frozen {
+		w.rws.stopped[pid] = true
+	}
 	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed})
 	w.rws.mu.Unlock()
 	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
 		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
 	w.kick(ev.At)
+}
+
+// racedRewrite says so when a connection writes the main while a rewrite
+// of it is being handled: a checkpoint that was under way when the
+// rewrite began (it is frozen within a millisecond, but pages it wrote
+// after the rewriter's own land in the new content). The restored store
+// may then be damaged, and only the operator's restore, run again, mends
+// it; the old generation is in the incident's capture either way.
+func (w *worker) racedRewrite(ev modwatch.Event) {
+	w.rws.mu.Lock()
+	raced := w.rws.stopped[ev.Pid]
+	w.rws.mu.Unlock()
+	if raced {
+		w.log.Error("a connection wrote the main while it was being rewritten in place: the restored store may be damaged",
+			"event", EventRewriteRaced, "pid", ev.Pid,
+			"hint", "check it (agentctl doctor, PRAGMA integrity_check) and run the restore again; the old generation is in the incident's capture")
+	}
 }
 
 // peekWriter reads the writer's fds. The first event of `cp` is the
@@ -323,7 +349,7 @@ func (w *worker) openRewrites() {
 	seen := w.rws.pending
 	w.rws.pending = nil
 	if len(seen) == 0 && !w.eng.Busy() {
-		w.rws.active = nil
+		w.rws.active, w.rws.stopped = nil, nil
 	}
 	w.rws.mu.Unlock()
 	for _, rs := range seen {
