@@ -37,10 +37,12 @@ type Cache struct {
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
-// of it (or the caller vouched for it: explicit).
+// of it; explicit counts the callers that vouch for it (Remember, less
+// ForgetFiles): the guard and an incident's pins may both keep it alive.
 type knownFile struct {
 	KnownFile
-	held, explicit bool
+	held     bool
+	explicit int
 }
 
 // SetRule sets the verdict rule of the scans that follow.
@@ -65,17 +67,32 @@ func (c *Cache) Remember(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		c.learn(filepath.Clean(f.Store), f, true, true)
+		c.learn(filepath.Clean(f.Store), f, false, true)
 	}
 }
 
-// ForgetFiles drops inodes given to Remember (or learned): the caller
-// closed the fds that kept them alive.
+// ForgetFiles undoes one Remember of each inode: the caller closed the
+// fds that kept it alive. An inode nobody else vouches for is dropped,
+// unless the last scans saw a process holding it (an orphan's renamed
+// main, still being dealt with): then the next full scan that sees nobody
+// holding it drops it.
 func (c *Cache) ForgetFiles(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		delete(c.known[filepath.Clean(f.Store)], f.ID)
+		m := c.known[filepath.Clean(f.Store)]
+		k, ok := m[f.ID]
+		if !ok {
+			continue
+		}
+		if k.explicit > 0 {
+			k.explicit--
+		}
+		if k.explicit == 0 && !k.held {
+			delete(m, f.ID)
+			continue
+		}
+		m[f.ID] = k
 	}
 }
 
@@ -115,7 +132,7 @@ func (c *Cache) options(targets []Target) (Options, map[int]Process) {
 	o := Options{Rule: c.rule.orDefault()}
 	for _, t := range targets {
 		for _, f := range c.known[filepath.Clean(t.Path)] {
-			if f.held || f.explicit {
+			if f.held || f.explicit > 0 {
 				o.Known = append(o.Known, f.KnownFile)
 			}
 		}
@@ -258,14 +275,14 @@ func (c *Cache) learnGeneration(s StoreResult, full bool) {
 		return
 	}
 	m := c.known[s.Target.Path]
-	maps.DeleteFunc(m, func(id fileid.ID, k knownFile) bool { return !k.explicit && !current[id] && !held[id] })
+	maps.DeleteFunc(m, func(id fileid.ID, k knownFile) bool { return k.explicit == 0 && !current[id] && !held[id] })
 	for id, k := range m {
 		k.held = held[id]
 		m[id] = k
 	}
 }
 
-// learn adds f; held and explicit only ever turn on here.
+// learn adds f; held only ever turns on here, explicit adds one vouching.
 func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 	if f.ID.IsZero() {
 		return
@@ -288,5 +305,9 @@ func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 			f.Birth = k.Birth
 		}
 	}
-	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: explicit || k.explicit}
+	n := k.explicit
+	if explicit {
+		n++
+	}
+	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: n}
 }

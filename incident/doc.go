@@ -65,9 +65,11 @@
 //	    nothing pinnable: decide the release in this state
 //
 //	pinned:                                                  stepRelease
-//	    prepare while frozen: sidecar_lost snapshots the shared main
-//	        under a read transaction; mispaired quarantines the old
-//	        sidecars into a staging capture
+//	    prepare while frozen: sidecar_lost finishes a checkpoint a
+//	        holder was stopped in, then snapshots the shared main under
+//	        a read transaction; mispaired quarantines the old sidecars
+//	        into a staging capture; rewritten waits until its rewriter
+//	        is done with the main, then quarantines them likewise
 //	    no holder at all (an unlinked -wal of an idle store)  → released
 //	    policy hold: wait for agentctl release
 //	    holders frozen: capture now, while they are stopped

@@ -35,6 +35,9 @@ type Procs interface {
 	// LockPin takes the guard's read lock on a pinned main or -shm, so no
 	// orphan can become the last closer that checkpoints and unlinks.
 	LockPin(holders.Role, *os.File) error
+	// Writes reports whether the process still has the inode open for
+	// writing: the rewriter of a rewritten main is left to finish.
+	Writes(holders.ProcRef, fileid.ID) bool
 }
 
 // Salvage is the recovery work of the protocol: snapshots, captures,
@@ -63,6 +66,14 @@ type Salvage interface {
 // cache's targeted scan).
 type Scanner interface {
 	Targeted(t holders.Target, pids ...int) (*holders.StoreResult, error)
+}
+
+// Memory is the holder cache's list of inodes to look for in every scan
+// (holders.Cache): the incident's pins keep orphaned inodes alive, so a
+// process that still holds one is found wherever it was renamed.
+type Memory interface {
+	Remember(...holders.KnownFile)
+	ForgetFiles(...holders.KnownFile)
 }
 
 // Metrics is what the engine reports; a nil *supervisor.Metrics is a
@@ -96,6 +107,7 @@ type Deps struct {
 	Procs   Procs
 	Salvage Salvage
 	Scan    Scanner
+	Memory  Memory           // nil: pins are not told to the holder cache
 	Metrics Metrics          // nil: none
 	Config  func() Config    // nil: the defaults
 	Wake    func()           // asks the owner to call Advance soon (a holder exited); nil: none
@@ -200,8 +212,28 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, li := range e.live {
-		li.closePins()
+		e.unpin(li)
 	}
+}
+
+// pinned records a new pin of li and tells the holder cache to look for
+// its inode.
+func (e *Engine) pinned(li *live, p *pin) {
+	li.pins = append(li.pins, p)
+	if e.d.Memory != nil {
+		e.d.Memory.Remember(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+	}
+}
+
+// unpin closes li's pins and takes their inodes off the holder cache's
+// list.
+func (e *Engine) unpin(li *live) {
+	if e.d.Memory != nil {
+		for _, p := range li.pins {
+			e.d.Memory.ForgetFiles(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+		}
+	}
+	li.closePins()
 }
 
 func (e *Engine) add(li *live) {

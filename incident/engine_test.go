@@ -156,7 +156,7 @@ var scenarios = []scenario{
 		r.salv.unpaired, r.salv.failSalvage = true, true
 		return r.open(journal.KindSidecarLost, PolicyKill, r.writer(114, false, true))
 	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
-		wantError(t, inc, "page images could not be diverted")
+		wantError(t, inc, "page images could not be read")
 		wantError(t, inc, "raw files are kept in")
 		if len(r.salv.captures) == 0 {
 			t.Fatal("no capture was written")
@@ -203,6 +203,33 @@ var scenarios = []scenario{
 	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
 		if inc.Policy != "none" || len(r.procs.sent()) > 0 {
 			t.Fatalf("policy %q, signals %v", inc.Policy, r.procs.sent())
+		}
+	}},
+	{name: "rewritten: the rewriter finishes, then the writers are killed", want: resolved, run: func(r *rig) string {
+		w := r.writer(117, true, false)
+		for i := range w.files {
+			w.files[i].Current = true // same inodes: the main was rewritten in place
+		}
+		r.procs.writing[900] = true
+		r.salv.unpaired = true
+		o := Opening{Kind: journal.KindRewritten, Policy: PolicyKill, At: r.now, Frozen: map[int]time.Time{117: r.now},
+			Orphans:  []holders.Process{{Pid: 117, StartTicks: w.ref.StartTicks, Exe: "/usr/bin/writer", Files: w.files}},
+			Rewriter: &holders.Process{Pid: 900, StartTicks: 9, Exe: "/usr/bin/cp"}, RewriteConfirmed: true}
+		r.eng.Open(o)
+		id := r.eng.IDs()[0]
+		r.eng.Advance()
+		if inc := r.incident(id); inc.State != pinned || len(r.procs.sent()) > 0 || inc.Detail.Quarantined != nil {
+			r.t.Fatalf("while cp writes: %s, signals %v, quarantined %v; want pinned, nothing signalled or moved",
+				inc.State, r.procs.sent(), inc.Detail.Quarantined)
+		}
+		r.procs.mu.Lock()
+		r.procs.writing[900] = false
+		r.procs.mu.Unlock()
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantSignals(t, r, "kill 117")
+		if len(inc.Detail.Quarantined) != 2 || inc.Detail.Rewriter == nil || inc.Detail.Rewriter.PID != 900 || inc.Detail.Salvage == nil {
+			t.Fatalf("quarantined %v, rewriter %+v, salvage %+v", inc.Detail.Quarantined, inc.Detail.Rewriter, inc.Detail.Salvage)
 		}
 	}},
 	{name: "foreign sidecars nobody holds", want: resolved, run: func(r *rig) string {

@@ -41,10 +41,11 @@ type fakeProcs struct {
 	paths   map[fileid.ID]string // what each pinnable inode is, as a file
 	signals []string             // "kill 101", "term 101", "thaw 101"
 	pinErr  map[fileid.ID]error
+	writing map[int]bool // pids that still write the inode they are asked about
 }
 
 func newFakeProcs() *fakeProcs {
-	return &fakeProcs{procs: map[int]*fakeProc{}, paths: map[fileid.ID]string{}, pinErr: map[fileid.ID]error{}}
+	return &fakeProcs{procs: map[int]*fakeProc{}, paths: map[fileid.ID]string{}, pinErr: map[fileid.ID]error{}, writing: map[int]bool{}}
 }
 
 func (f *fakeProcs) add(p *fakeProc) {
@@ -206,6 +207,12 @@ func (s *fakeSalvage) Snapshot(_ context.Context, _ string, main *os.File, dst s
 		return errFull
 	}
 	return os.WriteFile(dst, []byte("snapshot of "+main.Name()), 0o600)
+}
+
+func (f *fakeProcs) Writes(r holders.ProcRef, _ fileid.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writing[r.Pid]
 }
 
 func (s *fakeSalvage) FinishBackfill(context.Context, string, *os.File, *os.File, *os.File) (recovery.BackfillReport, error) {

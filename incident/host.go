@@ -33,6 +33,8 @@ func (Host) WaitStopped(ctx context.Context, r holders.ProcRef) error {
 
 func (Host) WaitGone(ctx context.Context, r holders.ProcRef) error { return holders.WaitGone(ctx, r) }
 
+func (Host) Writes(r holders.ProcRef, id fileid.ID) bool { return holders.Writes(r, id) }
+
 func (Host) Pin(pid int, f holders.Held) (*os.File, error) {
 	if f.FD >= 0 {
 		return holders.Pin(pid, f.FD, f.ID)

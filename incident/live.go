@@ -31,6 +31,11 @@ type live struct {
 	// quarantine (by suffix); quarantined says the quarantine ran.
 	foreign     map[string]fileid.ID
 	quarantined bool
+	// rewriter, for a rewritten main, is the process writing it in place;
+	// bystanders the old generation's connections that are not signalled.
+	rewriter         *holders.ProcRef
+	bystanders       []holders.ProcRef
+	rewriteConfirmed bool
 	// early is the capture taken while every holder was still stopped,
 	// before release: if the agent dies during a terminate grace period
 	// the orphan dies with its pins, but this capture survives.
@@ -69,6 +74,9 @@ const (
 	WaitExit Wait = "exit"
 	// WaitJobs: replay jobs are queued or running.
 	WaitJobs Wait = "jobs"
+	// WaitRewriter: a rewritten main's rewriter still has it open for
+	// writing; its writers stay frozen until it is done.
+	WaitRewriter Wait = "rewriter"
 )
 
 // pending is what an incident waits for: one value instead of a deadline

@@ -31,6 +31,18 @@ type Opening struct {
 	// Quarantine names, for a mispaired store nobody holds, the sidecars
 	// to move out of the path, by suffix ("-wal", "-shm").
 	Quarantine map[string]fileid.ID
+	// Rewriter (kind rewritten) is the process writing the main in place;
+	// it is never signalled, and the old generation's sidecars are
+	// quarantined once it is done. Bystanders are the other connections
+	// of the old generation, left running (they cannot write it): no new
+	// opener that joined the old sidecars.
+	Rewriter   *holders.Process
+	Bystanders []holders.ProcRef
+	// RewriteConfirmed: the rewriter was surely no connection of the
+	// store (seen with the main open and no sidecar, or it truncated
+	// the main), so its capture takes the divert cut even if its WAL
+	// still fits the new content.
+	RewriteConfirmed bool
 }
 
 // Pin is an fd the agent holds on one file of an orphaned generation.
@@ -46,9 +58,13 @@ type Pin struct {
 // stopped without a record) and the next check tries again.
 func (e *Engine) Open(o Opening) {
 	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st.Path, o.Kind, o.At),
-		foreign: o.Quarantine}
+		foreign: o.Quarantine, bystanders: o.Bystanders, rewriteConfirmed: o.RewriteConfirmed}
+	if o.Rewriter != nil {
+		ref := o.Rewriter.Ref()
+		li.rewriter = &ref
+	}
 	for _, p := range o.Pins {
-		li.pins = append(li.pins, &pin{role: p.Role, id: p.ID, f: p.File})
+		e.pinned(li, &pin{role: p.Role, id: p.ID, f: p.File})
 	}
 	ctx, cancel := e.journalCtx()
 	inc, err := e.d.Journal.OpenIncident(ctx, e.incidentRecord(li, o), e.openSteps(o)...)
@@ -60,7 +76,7 @@ func (e *Engine) Open(o Opening) {
 				_ = e.d.Procs.Thaw(p.Ref())
 			}
 		}
-		li.closePins()
+		e.unpin(li)
 		return
 	}
 	li.id, li.state = inc.ID, inc.State
@@ -113,8 +129,16 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		Store: e.st.Path, Profile: e.st.Profile, Home: e.st.Home, Kind: o.Kind, State: state, Policy: policy,
 		// The cut the divert uses, as computed here: a resumed incident
 		// must divert with the same one, or the divert refuses.
-		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt},
+		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed},
 	}
+}
+
+func rewriterRecord(p *holders.Process) *journal.HolderRecord {
+	if p == nil {
+		return nil
+	}
+	return &journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
 }
 
 // openSteps are the steps an incident is opened with: its detection and,

@@ -44,7 +44,10 @@ type PolicySet struct {
 	Replaced    Policy
 	SidecarLost Policy
 	Mispaired   Policy
-	Grace       time.Duration
+	// Rewritten: the writers of a main rewritten in place; their page
+	// caches are stale, so kill by default.
+	Rewritten Policy
+	Grace     time.Duration
 }
 
 // DefaultGrace is the terminate grace period when none is set.
@@ -54,7 +57,7 @@ const DefaultGrace = 30 * time.Second
 // defined: the config loader fills unset entries from them and For and
 // GraceOrDefault fall back to them.
 func DefaultPolicies() PolicySet {
-	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Grace: DefaultGrace}
+	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Rewritten: PolicyKill, Grace: DefaultGrace}
 }
 
 // For returns the policy for kind k; unset entries fall back to the
@@ -72,6 +75,8 @@ func (s PolicySet) For(k journal.Kind) Policy {
 		return pick(s.Replaced, d.Replaced)
 	case journal.KindSidecarLost:
 		return pick(s.SidecarLost, d.SidecarLost)
+	case journal.KindRewritten:
+		return pick(s.Rewritten, d.Rewritten)
 	default:
 		return pick(s.Mispaired, d.Mispaired)
 	}

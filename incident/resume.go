@@ -72,6 +72,10 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}
+	li.rewriteConfirmed = inc.Detail.RewriteConfirmed
+	if r := inc.Detail.Rewriter; r != nil {
+		li.rewriter = &holders.ProcRef{Pid: r.PID, StartTicks: r.StartTicks}
+	}
 	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
 		// A mispaired store's sidecars were moved into a staging capture
 		// that was never finished: the capture adopts them from there.
@@ -86,8 +90,19 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 // start time, as a targeted scan sees them now.
 func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 	pids := make([]int, 0, len(recs))
+	var files []holders.KnownFile
 	for _, h := range recs {
 		pids = append(pids, h.PID)
+		for _, f := range h.Files {
+			files = append(files, holders.KnownFile{Store: e.st.Path, Role: holders.Role(f.Role), ID: f.ID})
+		}
+	}
+	// The journaled inodes are looked for by this scan only (a fresh
+	// cache knows none of an old generation renamed aside); the pins
+	// taken next keep the ones still held on the cache's list.
+	if e.d.Memory != nil {
+		e.d.Memory.Remember(files...)
+		defer e.d.Memory.ForgetFiles(files...)
 	}
 	sr, err := e.d.Scan.Targeted(e.target, pids...)
 	if err != nil {

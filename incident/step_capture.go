@@ -89,7 +89,7 @@ func (e *Engine) captured(li *live, dir string) {
 	li.wait, li.capDir = pending{}, dir
 	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
 		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
-	li.closePins()
+	e.unpin(li)
 	if li.snapshot != "" {
 		_ = os.Remove(li.snapshot)
 		li.snapshot = ""

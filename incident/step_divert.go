@@ -42,8 +42,8 @@ const (
 // (rename(2) sets it), when that is earlier than the moment the agent saw
 // the change — a restore done while the agent was down is seen late.
 func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
-	if kind == journal.KindSidecarLost {
-		return seen
+	if kind == journal.KindSidecarLost || kind == journal.KindRewritten {
+		return seen // the main keeps its inode: its ctime is the last write's
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
@@ -85,26 +85,42 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	rep, err := e.d.Salvage.Divert(ctx, req)
 	if errors.Is(err, recovery.ErrCaptureUnpaired) {
 		e.note(li, err.Error())
+		req.Kind = string(li.kind)
 		return e.divertSalvaged(ctx, li, req)
 	}
 	if err != nil {
-		tries := li.wait.tries + 1
-		if tries >= maxDivertFails {
-			e.emit(slog.LevelError, "divert failed; giving up", EventDivertFailed, li, "capture", li.capDir, "err", err)
-			e.unrecoverable(li, fmt.Sprintf("divert failed %d times: %v", tries, err), nil)
-			return rep, false
-		}
-		li.wait = pending{why: WaitRetry, until: e.d.Now().Add(divertRetry), tries: tries}
-		e.emit(slog.LevelError, "divert failed; retried in 30s", EventDivertFailed, li, "capture", li.capDir, "err", err)
-		e.note(li, "divert: "+err.Error())
-		return rep, false
+		return rep, e.divertFailed(li, err)
 	}
 	return e.diverted(li, rep), true
 }
 
+// divertFailed retries a failed divert after divertRetry; the
+// maxDivertFails-th failure ends the incident unrecoverable. It reports
+// false, for divertNow's callers.
+func (e *Engine) divertFailed(li *live, err error) bool {
+	tries := li.wait.tries + 1
+	if tries >= maxDivertFails {
+		e.emit(slog.LevelError, "divert failed; giving up", EventDivertFailed, li, "capture", li.capDir, "err", err)
+		e.unrecoverable(li, fmt.Sprintf("divert failed %d times: %v", tries, err), nil)
+		return false
+	}
+	li.wait = pending{why: WaitRetry, until: e.d.Now().Add(divertRetry), tries: tries}
+	e.emit(slog.LevelError, "divert failed; retried in 30s", EventDivertFailed, li, "capture", li.capDir, "err", err)
+	e.note(li, "divert: "+err.Error())
+	return false
+}
+
 func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
+	kind := string(li.kind)
+	if li.kind == journal.KindRewritten && !li.rewriteConfirmed {
+		// The writer was gone before it could be looked at: it may have
+		// been a connection that checkpointed and exited. A capture that
+		// still reads as a whole database then keeps every row the live
+		// store lacks; only page images (an unpaired WAL) take the cut.
+		kind = recovery.KindSidecarLost
+	}
 	return recovery.DivertRequest{
-		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: string(li.kind),
+		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: kind,
 		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
 	}
 }
@@ -114,9 +130,14 @@ func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 func (e *Engine) divertSalvaged(ctx context.Context, li *live, req recovery.DivertRequest) (recovery.DivertReport, bool) {
 	rep, sr, err := e.d.Salvage.DivertWALImages(ctx, req)
 	rec := salvageRecord(sr, li.capDir)
-	if err != nil {
-		e.unrecoverable(li, "the capture's WAL fits no main and its page images could not be diverted: "+err.Error(), rec)
+	switch {
+	case err != nil && sr == nil:
+		e.unrecoverable(li, "the capture's WAL fits no main and its page images could not be read: "+err.Error(), rec)
 		return rep, false
+	case err != nil:
+		// The rows were read; writing them out failed (the healthy store
+		// busy or unreadable for now): retried like any divert.
+		return rep, e.divertFailed(li, err)
 	}
 	e.emit(slog.LevelWarn, "rows salvaged from the WAL's page images", EventSalvaged, li, "capture", li.capDir,
 		"messages", rec.Messages, "lost_messages", rec.LostMessages, "lost_pages", rec.LostPages,

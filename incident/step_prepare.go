@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -117,8 +118,40 @@ func (e *Engine) quarantine(li *live) {
 	}
 }
 
+// rewriteMaxWait bounds how long a rewritten main's writers stay frozen
+// waiting for its rewriter to close it (an interactive `cat > state.db`
+// may never): then the old sidecars are quarantined anyway.
+const rewriteMaxWait = 5 * time.Minute
+
+// rewriteQuiet is how long a rewritten main must not have changed before
+// its rewrite counts as done.
+const rewriteQuiet = 50 * time.Millisecond
+
+// afterRewrite (rewritten): leave the process rewriting the main to
+// finish (it is the operator's restore), then move the old generation's
+// -wal/-shm out of the path before anyone opens the new content with
+// them. The writers stay frozen meanwhile.
+func (e *Engine) afterRewrite(li *live) bool {
+	if main := li.pinOf(holders.RoleMain); !li.quarantined && main != nil && e.d.Now().Before(li.openedAt.Add(rewriteMaxWait)) {
+		writing := li.rewriter != nil && e.d.Procs.Writes(*li.rewriter, main.id)
+		// A rewriter that could not be named is done once the main has
+		// been quiet a moment: nothing may read it half written.
+		if fi, err := main.f.Stat(); err == nil && time.Since(fi.ModTime()) < rewriteQuiet { // file times are the real clock
+			writing = true
+		}
+		if writing {
+			li.wait = pending{why: WaitRewriter}
+			return false
+		}
+	}
+	li.wait = pending{}
+	e.quarantine(li)
+	return true
+}
+
 // joiners lists processes outside the incident that hold the current
-// -wal or -shm: they opened the new main with the old sidecars.
+// -wal or -shm: they opened the new main with the old sidecars. A
+// rewritten store's bystanders held them before the rewrite.
 func (e *Engine) joiners(li *live) []int {
 	sr, err := e.d.Scan.Targeted(e.target)
 	if err != nil {
@@ -126,7 +159,7 @@ func (e *Engine) joiners(li *live) []int {
 	}
 	var out []int
 	for _, p := range sr.Holders {
-		if li.holds(p.Ref()) {
+		if li.holds(p.Ref()) || slices.Contains(li.bystanders, p.Ref()) || (li.rewriter != nil && *li.rewriter == p.Ref()) {
 			continue
 		}
 		for _, f := range p.Files {

@@ -50,7 +50,7 @@ func (e *Engine) pinAll(li *live) []string {
 				continue
 			}
 			have[f.ID] = true
-			li.pins = append(li.pins, &pin{role: f.Role, id: f.ID, f: fd})
+			e.pinned(li, &pin{role: f.Role, id: f.ID, f: fd})
 			if err := e.d.Procs.LockPin(f.Role, fd); err != nil {
 				e.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
 			}
@@ -66,8 +66,8 @@ func (e *Engine) pinAll(li *live) []string {
 // prepare while the holders are frozen, capture before release, then
 // release them per policy.
 func (e *Engine) stepRelease(li *live) {
-	if prep := kindOf(li.kind).prepare; prep != nil {
-		prep(e, li)
+	if prep := kindOf(li.kind).prepare; prep != nil && !prep(e, li) {
+		return
 	}
 	switch {
 	case len(li.holders) == 0:

@@ -69,8 +69,9 @@ func newTable() map[journal.State]entry {
 // how its capture treats the main file.
 type kindSpec struct {
 	// prepare runs before release, while the holders are stopped; it is
-	// idempotent (a resumed incident runs it again).
-	prepare func(e *Engine, li *live)
+	// idempotent (a resumed incident runs it again). It reports false
+	// when the release must wait (it set li.wait).
+	prepare func(e *Engine, li *live) bool
 	// mainShared: the orphan shares its main file with the new
 	// generation, so the capture takes the snapshot made at detection, not
 	// the live main, and the main is no sign the orphan changed.
@@ -80,11 +81,17 @@ type kindSpec struct {
 func kindOf(k journal.Kind) kindSpec {
 	switch k {
 	case journal.KindSidecarLost:
-		return kindSpec{prepare: (*Engine).snapshotMain, mainShared: true}
+		return kindSpec{prepare: always((*Engine).snapshotMain), mainShared: true}
 	case journal.KindMispaired:
-		return kindSpec{prepare: (*Engine).quarantine}
+		return kindSpec{prepare: always((*Engine).quarantine)}
+	case journal.KindRewritten:
+		return kindSpec{prepare: (*Engine).afterRewrite}
 	}
 	return kindSpec{}
+}
+
+func always(f func(*Engine, *live)) func(*Engine, *live) bool {
+	return func(e *Engine, li *live) bool { f(e, li); return true }
 }
 
 // allowed reports whether the table lets from move to to.

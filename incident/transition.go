@@ -95,7 +95,7 @@ func (e *Engine) finish(li *live, to journal.State, step journal.Step, update ..
 	if li.state != to {
 		return // refused: a bug, logged by enter
 	}
-	li.closePins()
+	e.unpin(li)
 	if li.snapshot != "" {
 		_ = os.Remove(li.snapshot)
 	}

@@ -48,6 +48,10 @@ type IncidentDetail struct {
 	Quarantined  []string  `json:"quarantined,omitempty"` // mispaired sidecars moved aside
 	DivertDir    string    `json:"divert_dir,omitempty"`
 	Error        string    `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
+	// Rewriter is the process that rewrote the main in place (kind
+	// rewritten): never signalled, waited for.
+	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
+	RewriteConfirmed bool          `json:"rewrite_confirmed,omitempty"`
 	// Salvage is what was read from the capture's WAL page images when its
 	// WAL fit no main, and what could not be.
 	Salvage *SalvageRecord `json:"salvage,omitempty"`

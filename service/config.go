@@ -57,6 +57,7 @@ type PolicyConfig struct {
 	Replaced    Policy   `toml:"replaced"`
 	SidecarLost Policy   `toml:"sidecar_lost"`
 	Mispaired   Policy   `toml:"mispaired"`
+	Rewritten   Policy   `toml:"rewritten"`
 	Grace       Duration `toml:"grace"`
 }
 
@@ -234,7 +235,7 @@ func (c *Config) ApplyDefaults() {
 		c.Log.Level = "info"
 	}
 	d := incident.DefaultPolicies()
-	c.Policy.fill(PolicyConfig{Replaced: d.Replaced, SidecarLost: d.SidecarLost, Mispaired: d.Mispaired, Grace: Duration{D: d.Grace}})
+	c.Policy.fill(PolicyConfig{Replaced: d.Replaced, SidecarLost: d.SidecarLost, Mispaired: d.Mispaired, Rewritten: d.Rewritten, Grace: Duration{D: d.Grace}})
 	for i := range c.Stores {
 		s := &c.Stores[i]
 		if s.Kind == "" {
@@ -266,6 +267,9 @@ func (p *PolicyConfig) fill(from PolicyConfig) {
 	if p.Mispaired == "" {
 		p.Mispaired = from.Mispaired
 	}
+	if p.Rewritten == "" {
+		p.Rewritten = from.Rewritten
+	}
 	if p.Grace.D == 0 {
 		p.Grace = from.Grace
 	}
@@ -283,7 +287,7 @@ func (c *Config) StoreFor(path string) (StoreConfig, bool) {
 
 // Set is the policy config as the incident engine takes it.
 func (p PolicyConfig) Set() incident.PolicySet {
-	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Grace: p.Grace.D}
+	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Rewritten: p.Rewritten, Grace: p.Grace.D}
 }
 
 // PolicyFor is the release policy set for the store at path: its own

@@ -69,6 +69,7 @@ type Agent struct {
 	lock    *Lock
 	journal *journal.Journal
 	watch   *watcher.Watcher
+	rw      rewrites // fanotify on every live main (rewrite.go)
 	cache   holders.Cache
 	ctl     *ControlServer
 	metrics *MetricsServer
@@ -116,6 +117,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.release()
 		return nil, err
 	}
+	a.startRewrites()
 	if err := a.startWorkers(ctx); err != nil {
 		a.abort()
 		return nil, err
@@ -295,6 +297,7 @@ func (a *Agent) close(ctx context.Context) error {
 	}
 	errs = append(errs, a.waitOrCancel(ctx, "loops", a.wg.Wait))
 	errs = append(errs, a.waitOrCancel(ctx, "workers", a.stopWorkers))
+	a.closeRewrites()
 	a.cancel()
 	if a.ctl != nil {
 		errs = append(errs, a.ctl.Close(ctx))
@@ -328,6 +331,7 @@ func (a *Agent) abort() {
 		_ = a.watch.Close(context.Background())
 	}
 	a.stopWorkers()
+	a.closeRewrites()
 	a.release()
 }
 

@@ -17,7 +17,10 @@ import (
 // first (from the holder cache, before anything else is read), and an
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
+	w.openRewrites()
 	gen := w.readGeneration()
+	w.watchMain(gen.Main)
+	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
@@ -33,6 +36,9 @@ func (w *worker) check(at time.Time) {
 	if !ok {
 		return
 	}
+	// A rewrite seen while this check settled began what it sees (cp,
+	// then rm of the sidecars): its incident takes the writers first.
+	w.openRewrites()
 	orphans := w.confirm(sr, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {
@@ -97,6 +103,10 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 		}
 	}
 	for pid, f := range frozen {
+		if w.eng.Owns(f.ref) {
+			delete(frozen, pid) // an incident froze it too, and releases it
+			continue
+		}
 		if p := findPid(orphans, pid); p == nil || p.StartTicks != f.ref.StartTicks {
 			_ = holders.Thaw(f.ref)
 			delete(frozen, pid)

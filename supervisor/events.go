@@ -17,6 +17,12 @@ const (
 	EventGuardReleased     = "guard.released"
 	EventGuardPaused       = "guard.paused"
 	EventGuardFailed       = "guard.failed"
+	// EventRewriteDetected: a process that is no connection of a store
+	// wrote into its live main (fanotify, root).
+	EventRewriteDetected = "rewrite.detected"
+	// EventRewriteRaced: a connection's write (a checkpoint under way)
+	// landed in a main while it was being rewritten in place.
+	EventRewriteRaced = "rewrite.raced"
 )
 
 // QuietEvents are logged but never alerted: they fire on every writer

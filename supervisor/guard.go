@@ -124,6 +124,18 @@ func requireWAL(b []byte) error {
 
 func guardFiles(gen store.Generation) fileid.Family { return gen.IDs() }
 
+// familyFiles names a family's inodes for the holder cache.
+func (w *worker) familyFiles(f fileid.Family) []holders.KnownFile {
+	var out []holders.KnownFile
+	for _, k := range []holders.KnownFile{{Role: holders.RoleMain, ID: f.Main}, {Role: holders.RoleWAL, ID: f.WAL}, {Role: holders.RoleSHM, ID: f.SHM}} {
+		if !k.ID.IsZero() {
+			k.Store = w.st.Path
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // guardArm arms gen. A new generation is armed before the old one's fds
 // are closed, so a store is never unguarded across a change.
 func (w *worker) guardArm(gen store.Generation) {
@@ -182,6 +194,9 @@ func (w *worker) guardArm(gen store.Generation) {
 		return
 	}
 	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", fileid.ID{}
+	// Its fds keep these inodes alive wherever they are renamed: every
+	// scan looks for their holders until the guard lets go.
+	w.a.cache.Remember(w.familyFiles(want)...)
 	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "wal", want.WAL.String(), "shm", want.SHM.String())
 	if old != nil {
 		w.guardCloseOne(old, "generation changed")
@@ -214,6 +229,7 @@ func (w *worker) guardCloseOne(g *holders.Guard, why string) {
 	if err := g.Close(); err != nil {
 		w.log.Warn("guard close", "err", err)
 	}
+	w.a.cache.ForgetFiles(w.familyFiles(ids)...)
 	w.log.Info("guard released", "event", EventGuardReleased, "main", ids.Main.String(), "wal", ids.WAL.String(), "shm", ids.SHM.String(), "reason", why)
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
@@ -36,6 +37,10 @@ type worker struct {
 	// resumes are the store's incidents a previous agent left
 	// unfinished: resumed before the worker's first check.
 	resumes []journal.Incident
+	// watched is the main inode marked for in-place writes; rws what
+	// that detection shares with modwatch's goroutine (rewrite.go).
+	watched fileid.ID
+	rws     rewriteState
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
@@ -50,6 +55,7 @@ func newWorker(a *Agent, s store.Store) *worker {
 		Procs:   incident.Host{},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
+		Memory:  &a.cache,
 		Metrics: a.opts.Metrics,
 		Config: func() incident.Config {
 			return incident.Config{Policies: a.policies(s.Path), CaptureMaxBytes: a.captureBudget()}
@@ -117,6 +123,7 @@ func (w *worker) run() {
 	// the worker, after the journal knows where each incident stands.
 	defer w.eng.Close()
 	defer w.guardClose()
+	defer w.unwatchMain()
 	for _, inc := range w.resumes {
 		w.eng.Resume(inc)
 	}

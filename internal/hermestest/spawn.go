@@ -127,7 +127,12 @@ func (o WriterOptions) Args() []string {
 // first acknowledged commit ("ready" on stdout). It is the non-test form of
 // StartWriter, for benchmarks and the chaos command.
 func SpawnWriter(bin string, o WriterOptions, timeout time.Duration) (*Writer, error) {
-	cmd := exec.Command(bin, o.Args()...)
+	return spawn(exec.Command(bin, o.Args()...), o, timeout)
+}
+
+// spawn starts cmd, which runs the writer (directly, or under unshare),
+// and waits for its ready line.
+func spawn(cmd *exec.Cmd, o WriterOptions, timeout time.Duration) (*Writer, error) {
 	cmd.Stderr = o.Stderr
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr

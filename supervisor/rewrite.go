@@ -1,0 +1,421 @@
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/modwatch"
+)
+
+// In-place rewrites (docs/design.md §5, kind rewritten). A store's own
+// SQLite connections write its main only in a checkpoint, and every one
+// of them holds the store's -wal and -shm. A process that writes the
+// main and holds neither (cp, rsync --inplace, dd, cat >) is rewriting
+// it under the live WAL: from its first write on, a live writer that
+// commits would pair the old WAL with new pages, and the next checkpoint
+// or opener would corrupt the store. As root, fanotify names the writer
+// of every write (package modwatch): at the first write of a process
+// that is not known as a connection of the store, every holder that can
+// write the generation is frozen at once from the holder cache, on the
+// notification's own goroutine; then the writer is inspected, and if it
+// turns out to be a SQLite connection that opened the store since the
+// last scan, they are thawed. Otherwise the store's worker opens a
+// rewritten incident.
+
+// rewrites is the agent's fanotify group and which store each watched
+// main belongs to.
+type rewrites struct {
+	mw *modwatch.Watcher // nil: no fanotify (not root, not Linux)
+
+	mu     sync.Mutex
+	byMain map[fileid.ID]*worker
+}
+
+// startRewrites starts the fanotify group; without one the agent runs
+// on, detecting in-place rewrites only by what they leave behind.
+func (a *Agent) startRewrites() {
+	mw, err := modwatch.New(a.onModify)
+	if err != nil {
+		level := a.log.Warn
+		if errors.Is(err, modwatch.ErrUnsupported) {
+			level = a.log.Info
+		}
+		level("in-place rewrites of a live main (cp, rsync --inplace) are not caught at their first write",
+			"err", err, "hint", "run agentd as root on Linux for fanotify")
+		return
+	}
+	a.rw.mw, a.rw.byMain = mw, map[fileid.ID]*worker{}
+}
+
+func (a *Agent) closeRewrites() {
+	if a.rw.mw != nil {
+		_ = a.rw.mw.Close()
+	}
+}
+
+// watchMain marks the main at the store's path, once per inode; the
+// previous main of the worker is no longer its store's (it is an old
+// generation, whose holders the incidents handle).
+func (w *worker) watchMain(main fileid.State) {
+	rw := &w.a.rw
+	if rw.mw == nil || !main.Exists || main.ID == w.watched {
+		return
+	}
+	id, err := rw.mw.Watch(w.st.Path)
+	if err != nil {
+		w.log.Debug("main not watched for in-place writes", "err", err)
+		return
+	}
+	rw.mu.Lock()
+	if old := w.watched; !old.IsZero() && rw.byMain[old] == w {
+		delete(rw.byMain, old)
+		rw.mw.Unwatch(old)
+	}
+	rw.byMain[id] = w
+	rw.mu.Unlock()
+	w.watched = id
+}
+
+func (w *worker) unwatchMain() {
+	rw := &w.a.rw
+	if rw.mw == nil || w.watched.IsZero() {
+		return
+	}
+	rw.mu.Lock()
+	if rw.byMain[w.watched] == w {
+		delete(rw.byMain, w.watched)
+	}
+	rw.mu.Unlock()
+	rw.mw.Unwatch(w.watched)
+}
+
+// onModify runs on modwatch's goroutine for every write into a watched
+// main.
+func (a *Agent) onModify(ev modwatch.Event) {
+	if ev.Op == modwatch.Overflow {
+		a.log.Warn("write notifications lost (queue overflow); checking every store", "event", EventScanUnknown)
+		for _, w := range a.allWorkers() {
+			w.kick(ev.At)
+		}
+		return
+	}
+	if ev.Pid == os.Getpid() || ev.Pid <= 0 {
+		return // the agent's own checkpoint, replay or restore
+	}
+	a.rw.mu.Lock()
+	w := a.rw.byMain[ev.ID]
+	a.rw.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if ev.Op == modwatch.CloseWrite {
+		if w.rewriting(ev.Pid) {
+			w.kick(ev.At) // its incident was waiting for it
+		}
+		return
+	}
+	w.foreignWrite(ev)
+}
+
+// rewriteSeen is a write into the main by a process that is not a
+// connection of the store, with the writers it froze.
+type rewriteSeen struct {
+	writer holders.Process
+	at     time.Time
+	frozen map[int]frozenProc
+	// confirmed: the writer was seen with the main open and no sidecar,
+	// or it had cut the main short; not a connection that checkpointed.
+	confirmed bool
+}
+
+// rewriteState is what a worker's detection shares with modwatch's
+// goroutine: the rewriters seen and not yet handed to an incident, and
+// the ones an incident has.
+type rewriteState struct {
+	// inspecting is held while a write is looked into, from the freeze
+	// to the verdict: the worker's check waits for it, so a restore's
+	// next step (cp && rm of the sidecars) is never classified before
+	// the rewrite that began it.
+	inspecting sync.Mutex
+
+	// mainSize is the main's size at the worker's last check or the last
+	// write of a connection, whichever came last.
+	mainSize atomic.Int64
+
+	mu      sync.Mutex
+	pending []rewriteSeen
+	active  map[int]bool   // rewriter pids of this store's incidents
+	stopped map[int]bool   // the writers they froze: a write of theirs raced the rewrite
+	vouched map[int]uint64 // pid → start ticks of connections seen writing
+}
+
+func (w *worker) rewriting(pid int) bool {
+	w.rws.mu.Lock()
+	defer w.rws.mu.Unlock()
+	return w.rws.active[pid]
+}
+
+// foreignWrite handles a write of pid into the store's main.
+func (w *worker) foreignWrite(ev modwatch.Event) {
+	if w.rewriting(ev.Pid) {
+		return
+	}
+	// A main smaller than at the last write a connection made was
+	// truncated: cp opens it O_TRUNC. No connection of a live store cuts
+	// its main short but a VACUUM's checkpoint, which holds the sidecars.
+	size, _ := fileid.Lstat(w.st.Path)
+	if w.vouched(ev.Pid) {
+		w.rws.mainSize.Store(size.Size)
+		w.racedRewrite(ev)
+		return
+	}
+	w.rws.inspecting.Lock()
+	defer w.rws.inspecting.Unlock()
+	truncated := size.Exists && size.ID == ev.ID && size.Size < w.rws.mainSize.Load()
+	known, _ := w.a.cache.Known(w.target)
+	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
+		w.rws.mainSize.Store(size.Size)
+		w.racedRewrite(ev)
+		return
+	}
+	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
+		return
+	}
+	// Look at the writer first (a rsync or cp may be gone within a
+	// millisecond): a connection that opened the store since the last
+	// scan has its -wal and -shm open, and nobody is frozen for it.
+	wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
+	shm, _ := fileid.Lstat(w.target.RolePath(holders.RoleSHM))
+	isConn := func(pk holders.Peek) bool {
+		return (wal.Exists && pk.Open[wal.ID]) || (shm.Exists && pk.Open[shm.ID])
+	}
+	pk, err := holders.PeekFDs(ev.Pid, ev.ID, wal.ID, shm.ID)
+	if err == nil && isConn(pk) {
+		w.vouch(pk.Ref)
+		w.rws.mainSize.Store(size.Size)
+		return
+	}
+	frozen := w.freezeWriters(known.Holders, ev.Pid)
+	if err == nil && !pk.Open[ev.ID] {
+		// cp's first event is the O_TRUNC of its open(2), before the
+		// new fd is in its table: look again, the writers frozen.
+		pk, err = peekWriter(ev, wal.ID, shm.ID)
+		if err == nil && isConn(pk) {
+			w.thawAll(frozen)
+			w.vouch(pk.Ref)
+			return
+		}
+	}
+	writer := holders.Process{Pid: ev.Pid}
+	if err == nil && pk.Open[ev.ID] && pk.Exe != "" {
+		// Seen with the main open and no sidecar: a confirmed rewriter,
+		// named by its start time and executable. One already closing
+		// down (no fds, no executable) is not: it may have been a
+		// connection.
+		writer.StartTicks, writer.Exe = pk.Ref.StartTicks, pk.Exe
+	}
+	// Gone too fast to be looked at (a cp of a small store), but it cut
+	// the main short: a rewriter all the same.
+	confirmed := writer.StartTicks != 0 || truncated
+	w.rws.mu.Lock()
+	if w.rws.active == nil {
+		w.rws.active = map[int]bool{}
+	}
+	w.rws.active[ev.Pid] = true
+	if w.rws.stopped == nil {
+		w.rws.stopped = map[int]bool{}
+	}
+	for pid := range frozen {
+		w.rws.stopped[pid] = true
+	}
+	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed})
+	w.rws.mu.Unlock()
+	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
+		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
+	w.kick(ev.At)
+}
+
+// racedRewrite says so when a connection writes the main while a rewrite
+// of it is being handled: a checkpoint that was under way when the
+// rewrite began (it is frozen within a millisecond, but pages it wrote
+// after the rewriter's own land in the new content). The restored store
+// may then be damaged, and only the operator's restore, run again, mends
+// it; the old generation is in the incident's capture either way.
+func (w *worker) racedRewrite(ev modwatch.Event) {
+	w.rws.mu.Lock()
+	raced := w.rws.stopped[ev.Pid]
+	w.rws.mu.Unlock()
+	if raced {
+		w.log.Error("a connection wrote the main while it was being rewritten in place: the restored store may be damaged",
+			"event", EventRewriteRaced, "pid", ev.Pid,
+			"hint", "check it (agentctl doctor, PRAGMA integrity_check) and run the restore again; the old generation is in the incident's capture")
+	}
+}
+
+// peekWriter reads the writer's fds. The first event of `cp` is the
+// O_TRUNC of its open(2), before the new fd is in its table: until the
+// main shows up among its fds (or it is gone) it is looked at again, for
+// a couple of milliseconds at most. The writers are frozen meanwhile.
+func peekWriter(ev modwatch.Event, ids ...fileid.ID) (holders.Peek, error) {
+	ids = append(ids, ev.ID)
+	deadline := time.Now().Add(2 * time.Millisecond)
+	for {
+		pk, err := holders.PeekFDs(ev.Pid, ids...)
+		if err != nil || pk.Open[ev.ID] || !time.Now().Before(deadline) {
+			return pk, err
+		}
+		for _, id := range ids[:len(ids)-1] {
+			if pk.Open[id] {
+				return pk, nil
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// freezeWriters stops every cached holder that can write the generation,
+// but the writer itself and what an incident or the operator already
+// has; the policy observe freezes nothing.
+func (w *worker) freezeWriters(known []holders.Process, writer int) map[int]frozenProc {
+	frozen := map[int]frozenProc{}
+	if w.a.policies(w.st.Path).For(journal.KindRewritten) == incident.PolicyObserve {
+		return frozen
+	}
+	for i := range known {
+		p := &known[i]
+		if p.Pid == writer || !p.MayWrite() || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+			continue
+		}
+		if err := holders.Freeze(p.Ref()); err == nil {
+			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+		}
+	}
+	return frozen
+}
+
+// vouch remembers a process seen to be a connection of the store, so its
+// checkpoints stop being looked into; vouched checks it is still the
+// same process.
+func (w *worker) vouch(ref holders.ProcRef) {
+	w.rws.mu.Lock()
+	defer w.rws.mu.Unlock()
+	if w.rws.vouched == nil || len(w.rws.vouched) > 4096 {
+		w.rws.vouched = map[int]uint64{}
+	}
+	w.rws.vouched[ref.Pid] = ref.StartTicks
+}
+
+func (w *worker) vouched(pid int) bool {
+	w.rws.mu.Lock()
+	ticks, ok := w.rws.vouched[pid]
+	w.rws.mu.Unlock()
+	if !ok {
+		return false
+	}
+	now, err := holders.StartTicks(pid)
+	return err == nil && now == ticks
+}
+
+// connection reports whether a holder is a SQLite connection of the
+// store's current generation: it holds the -wal or the -shm.
+func connection(p *holders.Process) bool {
+	for _, f := range p.Files {
+		if f.Role != holders.RoleMain && f.Current {
+			return true
+		}
+	}
+	return false
+}
+
+// walHeaderBytes is a WAL's header: a -wal no longer than it has no frame.
+const walHeaderBytes = 32
+
+// openRewrites, on the worker, opens a rewritten incident for each
+// rewrite seen since the last check, with every holder that can write
+// the old generation; the other holders are bystanders. A rewrite of a
+// store nobody writes is only logged: there is no live WAL to pair the
+// new content with (the guard's idle checkpoint empties it).
+func (w *worker) openRewrites() {
+	w.rws.inspecting.Lock()
+	w.rws.inspecting.Unlock() //nolint:staticcheck // only waits for an inspection in flight
+	w.rws.mu.Lock()
+	seen := w.rws.pending
+	w.rws.pending = nil
+	if len(seen) == 0 && !w.eng.Busy() {
+		w.rws.active, w.rws.stopped = nil, nil
+	}
+	w.rws.mu.Unlock()
+	for _, rs := range seen {
+		w.openRewrite(rs)
+	}
+}
+
+func (w *worker) openRewrite(rs rewriteSeen) {
+	if !rs.confirmed {
+		// A writer gone before it could be looked at may have been a
+		// connection closing as the last one: its checkpoint wrote the
+		// main, then it removed (or emptied) the -wal. With no WAL frames
+		// at the path there is nothing the main could be mispaired with.
+		if wal, err := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); err != nil || !wal.Exists || wal.Size <= walHeaderBytes {
+			w.log.Info("a process gone before it could be looked at wrote the main; no WAL left to mispair, nothing to do",
+				"pid", rs.writer.Pid)
+			w.thawAll(rs.frozen)
+			return
+		}
+	}
+	pids := make([]int, 0, len(rs.frozen))
+	for pid := range rs.frozen {
+		pids = append(pids, pid)
+	}
+	sr, err := w.a.cache.Targeted(w.target, pids...)
+	if err != nil {
+		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
+		w.thawAll(rs.frozen)
+		return
+	}
+	policy := w.a.policies(w.st.Path).For(journal.KindRewritten)
+	var writers []holders.Process
+	var bystanders []holders.ProcRef
+	for i := range sr.Holders {
+		p := &sr.Holders[i]
+		switch {
+		case p.Pid == rs.writer.Pid || w.eng.Owns(p.Ref()):
+			continue
+		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
+			bystanders = append(bystanders, p.Ref())
+			continue
+		}
+		if _, done := rs.frozen[p.Pid]; !done && policy != incident.PolicyObserve {
+			if err := holders.Freeze(p.Ref()); err == nil {
+				rs.frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+			}
+		}
+		writers = append(writers, *p)
+	}
+	for pid, f := range rs.frozen {
+		if findPid(writers, pid) == nil {
+			_ = holders.Thaw(f.ref)
+			delete(rs.frozen, pid)
+		}
+	}
+	if len(writers) == 0 {
+		w.log.Warn("the main was rewritten in place while no process could write the store; nothing to freeze",
+			"pid", rs.writer.Pid, "exe", rs.writer.Exe)
+		return
+	}
+	at := make(map[int]time.Time, len(rs.frozen))
+	for pid, f := range rs.frozen {
+		at[pid] = f.at
+	}
+	w.claimGuardWAL(writers)
+	gen := generationRecord(w.readGeneration())
+	w.eng.Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
+		Old: gen, New: gen, Rewriter: &rs.writer, RewriteConfirmed: rs.confirmed, Bystanders: bystanders})
+}

@@ -1,0 +1,256 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/modwatch"
+)
+
+// needFanotify skips where the agent would get no writer pids (not root).
+func needFanotify(t *testing.T) {
+	t.Helper()
+	mw, err := modwatch.New(func(modwatch.Event) {})
+	if errors.Is(err, modwatch.ErrUnsupported) {
+		t.Skipf("no fanotify: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = mw.Close()
+}
+
+// Issue 13's table, row by row, with the real tools: each restores a
+// backup taken seconds earlier over a store a writer commits into. The
+// in-place ones rewrite the live main's inode (rewritten: the writer is
+// frozen at the first write and killed once the tool is done, the old
+// -wal/-shm moved out of the path, the rows it committed while the tool
+// wrote salvaged from the old WAL's page images or counted); the
+// rename-style ones leave the old generation to its writer (mispaired).
+// Then a writer started after the tool returned commits into a healthy
+// store: every row acknowledged after the tool returned is there exactly
+// once, integrity_check and the FTS5 integrity check pass, and no process
+// is left stopped.
+func TestToolTable(t *testing.T) {
+	needFanotify(t)
+	for _, tc := range []struct {
+		name, need, script string
+		kind               journal.Kind // "": no incident (a SQLite-level restore)
+	}{
+		{"cp", "cp", "cp backup.db state.db", journal.KindRewritten},
+		{"rsync --inplace", "rsync", "rsync --inplace backup.db state.db", journal.KindRewritten},
+		{"mv aside, then cp", "cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired},
+		{"cp, then rm the sidecars", "cp", "cp backup.db state.db && rm -f state.db-wal state.db-shm", journal.KindRewritten},
+		{"rsync", "rsync", "rsync backup.db state.db", journal.KindMispaired},
+		{"tar -xf", "tar", tarScript, journal.KindMispaired},
+		{"sqlite3 .restore", "sqlite3", "sqlite3 state.db \".timeout 5000\" \".restore backup.db\"", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.need); err != nil {
+				t.Skipf("%s not installed", tc.need)
+			}
+			toolScenario(t, tc.script, tc.kind, hostWriter)
+		})
+	}
+}
+
+// The gateway in a container (own mount and pid namespaces, the profile
+// home bind-mounted at another path), then each incident fault on the
+// host: the writer is found by inode, frozen and released by its host
+// pid, and nothing it acknowledged after the tool returned is lost.
+func TestToolTableContainer(t *testing.T) {
+	needFanotify(t)
+	for _, tc := range []struct {
+		name, script string
+		kind         journal.Kind
+	}{
+		{"cp", "cp backup.db state.db", journal.KindRewritten},
+		{"mv aside, then cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired},
+		{"cp, then rm the sidecars", "cp backup.db state.db && rm -f state.db-wal state.db-shm", journal.KindRewritten},
+	} {
+		t.Run(tc.name, func(t *testing.T) { toolScenario(t, tc.script, tc.kind, containerWriter) })
+	}
+}
+
+// hostWriter and containerWriter start the live writer of a scenario.
+func hostWriter(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer {
+	o.DB = db
+	return hermestest.StartWriter(t, o)
+}
+
+func containerWriter(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer {
+	volume := t.TempDir()
+	o.DB = filepath.Join(volume, filepath.Base(db))
+	return hermestest.StartContainerWriter(t, o, home, volume)
+}
+
+const tarScript = "mkdir t && cp backup.db t/state.db && tar -cf b.tar -C t state.db && tar -xf b.tar"
+
+func toolScenario(t *testing.T, script string, kind journal.Kind,
+	start func(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer) {
+	home, db := testHome(t)
+	a := startAgent(t, home, guardOn)
+	w := start(t, home, db, hermestest.WriterOptions{Rate: 200, Linger: true})
+	waitHolder(t, a, db, w.Pid)
+	w.WaitAcks(t, 300) // a store of some size: the old WAL must not fit the backup by chance
+	walBackup(t, db, filepath.Join(home, "backup.db"))
+	w.AcksGrow(t, 40) // rows the restore rolls back on purpose
+
+	began := time.Now()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = home
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", script, err, out)
+	}
+	done := time.Now()
+
+	var inc journal.Incident
+	if kind != "" {
+		inc = waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed, journal.StateUnrecoverable)
+		// Under load a write into the old main that the agent cannot
+		// attribute (its writer gone before it is looked at) sometimes
+		// comes just before tar replaces it: an unconfirmed rewrite,
+		// which keeps every row its capture has. Known, reported; the
+		// rows are still checked below.
+		tarRace := script == tarScript && inc.Kind == journal.KindRewritten && !inc.Detail.RewriteConfirmed
+		if (inc.Kind != kind && !tarRace) || inc.State != journal.StateResolved {
+			t.Fatalf("incident %s: kind %s state %s error %q, want %s resolved", inc.ID, inc.Kind, inc.State, inc.Detail.Error, kind)
+		}
+		if len(inc.Detail.Holders) != 1 || inc.Detail.Holders[0].PID != w.Pid {
+			t.Fatalf("holders %+v: want the writer", inc.Detail.Holders)
+		}
+		if kind == journal.KindRewritten && (inc.Detail.Rewriter == nil || !inc.Detail.RewriteConfirmed) {
+			// cp and rsync --inplace are always caught: by their fds or by
+			// the truncation.
+			t.Fatalf("rewriter %+v, confirmed %v: want the tool's process, confirmed", inc.Detail.Rewriter, inc.Detail.RewriteConfirmed)
+		}
+		waitExit(t, w, 10*time.Second)
+	} else {
+		w.AcksGrow(t, 20) // it goes on committing into the restored store
+		w.Kill()
+		waitExit(t, w, 10*time.Second)
+	}
+
+	// A gateway started after the restore commits into the restored store.
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "after", Count: 30})
+	acks2 := w2.WaitAcks(t, 30)
+	waitExit(t, w2, 10*time.Second)
+	waitSettled(t, a, db)
+	incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
+	if err != nil || (kind == "" && len(incs) > 0) || (kind != "" && len(incs) != 1) {
+		t.Fatalf("incidents %+v (%v), want %d", incs, err, min(1, len(kind)))
+	}
+	rows := dbRows(t, db)
+	checkFTS(t, db)
+	checkExactlyOnce(t, acks2, rows, time.Time{}, time.Time{})
+
+	// What the first writer acknowledged after the tool returned: in the
+	// store exactly once. While it ran: never twice.
+	var during, after []hermestest.Ack
+	for _, ack := range w.Acks(t) {
+		switch ts := time.Unix(0, int64(ack.Timestamp*1e9)); {
+		case ts.After(done):
+			after = append(after, ack)
+		case ts.After(began):
+			during = append(during, ack)
+		}
+	}
+	checkExactlyOnce(t, after, rows, time.Time{}, time.Time{})
+	lost := 0
+	if inc.Detail.Salvage != nil {
+		lost = inc.Detail.Salvage.LostMessages
+	}
+	// A SQLite-level restore overwrites what was committed while it ran,
+	// on purpose; a rewrite's rows are salvaged or counted.
+	if miss := missingAcks(during, rows); kind == journal.KindRewritten && len(miss) > lost {
+		t.Fatalf("%d rows acknowledged while the tool ran (%v) are missing, %d counted lost", len(miss), miss, lost)
+	}
+	for _, ack := range during {
+		if n := rows[hermestest.MessageContent(ack.Session, ack.Seq)]; n > 1 {
+			t.Fatalf("row %d present %d times", ack.Seq, n)
+		}
+	}
+	if st := hermestest.StateOf(w.Pid); st == 'T' {
+		t.Fatal("the writer is left stopped")
+	}
+	t.Logf("tool ran %v; acknowledged while it ran %d, after %d; incident %s %s; salvage %+v",
+		done.Sub(began), len(during), len(after), inc.Kind, inc.State, inc.Detail.Salvage)
+}
+
+// checkFTS runs the FTS5 integrity check of Hermes' full-text tables.
+func checkFTS(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tbl := range []string{"messages_fts", "messages_fts_trigram"} {
+		if _, err := db.Exec("INSERT INTO " + tbl + "(" + tbl + ") VALUES('integrity-check')"); err != nil {
+			t.Fatalf("FTS5 integrity check of %s in %s: %v", tbl, path, err)
+		}
+	}
+}
+
+// walBackup is a consistent backup of db in WAL mode, as a copy of a
+// Hermes store is: VACUUM INTO, then the WAL mode bytes set in its header.
+func walBackup(t *testing.T, db, dst string) {
+	t.Helper()
+	hermestest.VacuumInto(t, db, dst)
+	b, err := sql.Open("sqlite", "file:"+dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var mode string
+	if err := b.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("backup %s: journal mode %q %v", dst, mode, err)
+	}
+}
+
+// A SQLite connection the holder cache does not know yet (started after
+// the last scan) writes the main in its checkpoints: it holds the -wal and
+// -shm, so it is no rewriter. No incident opens, nobody stays stopped,
+// and every row both writers acknowledge is in the store once.
+func TestCheckpointOfANewConnectionIsNoRewrite(t *testing.T) {
+	needFanotify(t)
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Reconcile, o.Guard = time.Hour, true })
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 100, Count: 150, Linger: true})
+	waitHolder(t, a, db, w1.Pid)
+	// Checkpoints every few commits, from its first second on.
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Count: 60, CheckpointEvery: 3})
+	acks2 := w2.WaitAcks(t, 60)
+	// Usually its first checkpoint was looked into and it was vouched
+	// for; when a scan saw it first, the cache vouched.
+	wk := a.worker(db)
+	wk.rws.mu.Lock()
+	_, vouched := wk.rws.vouched[w2.Pid]
+	wk.rws.mu.Unlock()
+	t.Logf("new connection vouched for by its first write: %v", vouched)
+	waitExit(t, w2, 30*time.Second)
+	acks1 := w1.WaitAcks(t, 150)
+	if st := hermestest.StateOf(w1.Pid); st == 'T' {
+		t.Fatal("the first writer is left stopped")
+	}
+	w1.Kill()
+	waitExit(t, w1, 30*time.Second)
+	incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(incs) > 0 {
+		t.Fatalf("incident %s (%s) opened for a connection's checkpoints: %s", incs[0].ID, incs[0].Kind, incs[0].Detail.Error)
+	}
+	rows := dbRows(t, db)
+	checkExactlyOnce(t, append(acks1, acks2...), rows, time.Time{}, time.Time{})
+}
