@@ -107,6 +107,19 @@ func ParseDivertedFile(path string) (Diverted, error) {
 // that are not JSON objects are skipped, and the rest go through Hermes'
 // record rules (see buildRecord).
 func ParseDiverted(r io.Reader) (Diverted, error) {
+	var recs []Record
+	d, err := scanDiverted(r, maxLine, func(rec Record) error {
+		recs = append(recs, rec)
+		return nil
+	})
+	d.Records = recs
+	return d, err
+}
+
+// scanDiverted is ParseDiverted handing each record to fn as it is read,
+// so a caller can stream a file of any size: d gets the counts and the
+// issues, never the records. An error from fn stops the scan.
+func scanDiverted(r io.Reader, maxLine int, fn func(Record) error) (Diverted, error) {
 	var d Diverted
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
@@ -148,7 +161,9 @@ func ParseDiverted(r io.Reader) (Diverted, error) {
 				Reason: "lone UTF-16 surrogate escape in role, content or tool fields (Hermes cannot hash it; remove the line)"})
 			continue
 		}
-		d.Records = append(d.Records, Record{Line: line, Fields: fields, Repaired: repaired, identity: ident})
+		if err := fn(Record{Line: line, Fields: fields, Repaired: repaired, identity: ident}); err != nil {
+			return d, err
+		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {

@@ -116,6 +116,9 @@ func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverte
 // ReplayFile opens the store at dbPath writable (see store.OpenWritable),
 // replays jsonlPath into it and closes it.
 func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+	if opts.Input.set() && !opts.perRowCommit {
+		return replayFileStreaming(ctx, dbPath, jsonlPath, opts)
+	}
 	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
 	if err != nil {
 		return ReplayReport{}, err

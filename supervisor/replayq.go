@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -136,7 +137,7 @@ func replayJob(ctx context.Context, job journal.Job, dir store.DirID) (recovery.
 
 func replayResult(rep recovery.ReplayReport, err error) (recovery.ReplayReport, error) {
 	if err != nil && (errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore) ||
-		errors.Is(err, recovery.ErrUntrustedInput)) {
+		errors.Is(err, recovery.ErrUntrustedInput) || errors.Is(err, bufio.ErrTooLong)) {
 		// Retrying cannot help: the store or the file needs an operator.
 		return rep, fmt.Errorf("%w: %w", journal.ErrNoRetry, err)
 	}
