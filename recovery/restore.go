@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // RestoreMode is how a restore puts a backup in place.
@@ -86,9 +87,10 @@ type RestorePlan struct {
 	now     func() time.Time
 	priv    string // private directory holding privDB
 	privDB  string
-	dir     string // the store's directory
-	base    string // the store's file name
-	owner   Owner  // owner of the store's files (of the directory when missing)
+	dir     string      // the store's directory, symlink-resolved at the plan
+	dirID   store.DirID // dir as the plan found it; every later step checks it
+	base    string      // the store's file name
+	owner   Owner       // owner of the store's files (of the directory when missing)
 	files   [3]fileState
 	pageSz  int64
 	closing bool
@@ -133,8 +135,16 @@ func PlanRestore(ctx context.Context, req RestoreRequest) (*RestorePlan, error) 
 	if backup == target {
 		return nil, fmt.Errorf("restore: %s is the store itself; name a backup file", backup)
 	}
+	// The operator's path is resolved once, here; from then on the
+	// directory is reached without following any symlink and must stay
+	// the one planned on (openStoreDir).
+	dir := filepath.Dir(target)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+		target = filepath.Join(dir, filepath.Base(target))
+	}
 	p := &RestorePlan{Backup: backup, Target: target, now: req.Now,
-		dir: filepath.Dir(target), base: filepath.Base(target)}
+		dir: dir, base: filepath.Base(target)}
 	if p.now == nil {
 		p.now = time.Now
 	}

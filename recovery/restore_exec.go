@@ -28,7 +28,7 @@ func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res R
 	if err := p.unchanged(roleMain); err != nil {
 		return res, err
 	}
-	d, err := openVettedDir(p.dir)
+	d, err := openStoreDir(p.dir, p.dirID)
 	if err != nil {
 		return res, fmt.Errorf("restore into %s: %w", p.dir, err)
 	}

@@ -21,7 +21,7 @@ import (
 // checkDir vets the store's directory: it must exist, be a real directory
 // (not a symlink) and not be writable by others.
 func (p *RestorePlan) checkDir() error {
-	d, err := openVettedDir(p.dir)
+	d, err := openStorePath(p.dir)
 	if errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("restore: the store's directory %s does not exist: check --profile/--home (a profile's directory is created by Hermes), nothing was changed", p.dir)
 	}
@@ -34,6 +34,7 @@ func (p *RestorePlan) checkDir() error {
 		return fmt.Errorf("stat %s: %w", p.dir, err)
 	}
 	p.owner = Owner{UID: int(st.Uid), GID: int(st.Gid)}
+	p.dirID = d.want
 	return nil
 }
 

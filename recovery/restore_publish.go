@@ -20,7 +20,7 @@ import (
 // them), rename over the path, directory fsync. Every step first checks
 // that the files are still the ones planned on.
 func (p *RestorePlan) executePublish(ctx context.Context, res RestoreResult) (RestoreResult, error) {
-	d, err := openVettedDir(p.dir)
+	d, err := openStoreDir(p.dir, p.dirID)
 	if err != nil {
 		return res, fmt.Errorf("restore into %s: %w", p.dir, err)
 	}

@@ -432,3 +432,41 @@ func TestRestoreTargetChangedSincePlan(t *testing.T) {
 		t.Fatalf("the new store was changed: %v", got)
 	}
 }
+
+// The store's directory swapped for another between the plan and the
+// execution (renamed away, a look-alike put in its place): the restore is
+// refused and writes nothing into either.
+func TestRestoreRefusesASwappedDirectory(t *testing.T) {
+	db := newStore(t, map[string]int{"s1": 4})
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	hermestest.VacuumInto(t, db, backup)
+	p, _, err := planIn(t, backup, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(db)
+	if err := os.Rename(dir, dir+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The same main file (same inode) moved into the look-alike, so only
+	// the directory tells them apart.
+	for _, n := range []string{"state.db", "state.db-wal", "state.db-shm"} {
+		if err := os.Rename(filepath.Join(dir+".real", n), filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	before, real := hermestest.DirState(t, dir), hermestest.DirState(t, dir+".real")
+	_, err = p.Execute(context.Background(), RestoreOptions{})
+	if !errors.Is(err, store.ErrDirChanged) {
+		t.Fatalf("restore into a swapped directory: %v, want a changed-directory error", err)
+	}
+	if after := hermestest.DirState(t, dir); after != before {
+		t.Fatalf("look-alike directory changed: %v -> %v", before, after)
+	}
+	if after := hermestest.DirState(t, dir+".real"); after != real {
+		t.Fatalf("planned directory changed: %v -> %v", real, after)
+	}
+}
