@@ -33,7 +33,11 @@ type Cache struct {
 	last   *Result
 	stores map[string]StoreResult
 	procs  map[int]Process // metadata by pid, reused while StartTicks match
-	known  map[string]map[fileid.ID]knownFile
+	// refs counts the stores whose holders list each pid in procs, so
+	// replacing one store's result costs its own holders, not a walk of
+	// every store: a full scan of N stores stays linear in N.
+	refs  map[int]int
+	known map[string]map[fileid.ID]knownFile
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
@@ -189,8 +193,12 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 func (c *Cache) Forget(t Target) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.stores, filepath.Clean(t.Path))
-	delete(c.known, filepath.Clean(t.Path))
+	path := filepath.Clean(t.Path)
+	if old, ok := c.stores[path]; ok {
+		c.unref(old.Holders)
+	}
+	delete(c.stores, path)
+	delete(c.known, path)
 }
 
 // remember keeps a result. After a full scan, what it saw decides which
@@ -200,6 +208,7 @@ func (c *Cache) remember(s StoreResult, full bool) {
 	if c.stores == nil {
 		c.stores = make(map[string]StoreResult)
 		c.procs = make(map[int]Process)
+		c.refs = make(map[int]int)
 	}
 	// Results are handed to callers; keep copies they cannot change.
 	s.Current = maps.Clone(s.Current)
@@ -224,16 +233,38 @@ func (c *Cache) remember(s StoreResult, full bool) {
 		}
 		c.procs[p.Pid] = p
 	}
+	// Keep metadata only for pids some store still lists: count the new
+	// holders before dropping the old ones, so a pid in both stays.
+	for _, pid := range holderPids(s.Holders) {
+		c.refs[pid]++
+	}
+	if old, ok := c.stores[s.Target.Path]; ok {
+		c.unref(old.Holders)
+	}
 	c.stores[s.Target.Path] = s
-	// Keep metadata only for pids some store still lists.
-	live := make(map[int]bool)
-	for _, st := range c.stores {
-		for _, p := range st.Holders {
-			live[p.Pid] = true
+	c.learnGeneration(s, full)
+}
+
+// unref drops one store's reference to each of its holders' pids, and
+// the metadata of pids no store lists any more.
+func (c *Cache) unref(hs []Process) {
+	for _, pid := range holderPids(hs) {
+		if c.refs[pid]--; c.refs[pid] <= 0 {
+			delete(c.refs, pid)
+			delete(c.procs, pid)
 		}
 	}
-	maps.DeleteFunc(c.procs, func(pid int, _ Process) bool { return !live[pid] })
-	c.learnGeneration(s, full)
+}
+
+// holderPids lists each holder's pid once.
+func holderPids(hs []Process) []int {
+	pids := make([]int, 0, len(hs))
+	for _, p := range hs {
+		if !slices.Contains(pids, p.Pid) {
+			pids = append(pids, p.Pid)
+		}
+	}
+	return pids
 }
 
 // learnGeneration records every inode at the paths and every one a holder

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -84,13 +85,16 @@ type Agent struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	mu       sync.Mutex
+	mu       countedMutex
 	workers  map[string]*worker
 	resumes  map[string][]journal.Incident // unfinished at start, until their worker exists
 	problems []store.Problem
 	homes    []store.Home
 
 	intents restoreWindows // announced restores (intent.go)
+
+	armed atomic.Int64 // stores whose guard is armed (guardSet)
+	work  workCounters
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
