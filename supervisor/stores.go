@@ -134,7 +134,9 @@ func (a *Agent) fullScan() *holders.Result {
 		return nil
 	}
 	a.opts.Metrics.ObserveScan(res.Took)
-	for _, sr := range res.Stores {
+	var unknown []*holders.StoreResult
+	for i := range res.Stores {
+		sr := &res.Stores[i]
 		counts := map[HolderKey]int{}
 		for _, p := range sr.Holders {
 			for _, f := range p.Files {
@@ -148,14 +150,34 @@ func (a *Agent) fullScan() *holders.Result {
 		was, seen := a.verdicts[sr.Target.Path]
 		a.verdicts[sr.Target.Path] = sr.Verdict
 		if sr.Verdict == holders.VerdictUnknown && (!seen || was != holders.VerdictUnknown) {
-			args := []any{"event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind)}
-			if len(sr.Blind) > 0 {
-				args = append(args, "first_pid", sr.Blind[0].Pid, "first_reason", sr.Blind[0].Reason)
-			}
-			a.log.Warn("holder scan cannot see every process that could open the store; its verdict is unknown", args...)
+			unknown = append(unknown, sr)
 		}
 	}
+	a.logUnknown(unknown)
 	return res
+}
+
+// logUnknown says once per scan which stores' verdicts became unknown:
+// one blind process usually makes every store unknown at once, and one
+// line per store made a 10,000-store start log 10,000 warnings.
+func (a *Agent) logUnknown(srs []*holders.StoreResult) {
+	if len(srs) == 0 {
+		return
+	}
+	first := srs[0]
+	args := []any{"event", EventScanUnknown, "stores", len(srs), "store", first.Target.Path, "blind", len(first.Blind)}
+	if len(first.Blind) > 0 {
+		args = append(args, "first_pid", first.Blind[0].Pid, "first_reason", first.Blind[0].Reason)
+	}
+	if len(srs) > 1 {
+		const sample = 5
+		paths := make([]string, 0, min(len(srs), sample))
+		for _, sr := range srs[:min(len(srs), sample)] {
+			paths = append(paths, sr.Target.Path)
+		}
+		args = append(args, "sample", paths, "hint", "agentctl status lists every store whose verdict is unknown")
+	}
+	a.log.Warn("holder scan cannot see every process that could open these stores; their verdict is unknown", args...)
 }
 
 // eventLoop turns watcher events into worker kicks.
