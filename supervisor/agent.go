@@ -82,6 +82,8 @@ type Agent struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	quit      chan struct{}
+	quitCtx   context.Context // canceled with quit, for the walker's waits
+	quitStop  context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
@@ -90,6 +92,9 @@ type Agent struct {
 	resumes  map[string][]journal.Incident // unfinished at start, until their worker exists
 	problems []store.Problem
 	homes    []store.Home
+	// watchesSet: the watcher was pointed at the stores and homes once;
+	// refreshStores re-points it only when they change.
+	watchesSet bool
 
 	intents restoreWindows // announced restores (intent.go)
 
@@ -104,6 +109,10 @@ type Agent struct {
 	// reconcileC asks reconcileLoop for a full reconcile; cap 1, so
 	// requests made while one runs fold into the next.
 	reconcileC chan struct{}
+	// rediscoverC asks the walker to re-run discovery only (a home's
+	// profiles/ changed); cap 1, folded like reconcileC.
+	rediscoverC chan struct{}
+	walk        walkState // the reconcile walker's own (walker.go)
 }
 
 // Start opens the state directory, takes the single-instance lock,
@@ -113,9 +122,10 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
 	warnPOSIXLocks(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
-		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), quit: make(chan struct{})}
+		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
 	if err := a.openState(ctx); err != nil {
 		a.release()
 		return nil, err
@@ -293,6 +303,7 @@ func (a *Agent) close(ctx context.Context) error {
 		w.eng.Stop() // the step in flight goes on; no other starts
 	}
 	close(a.quit)
+	a.quitStop()
 	var errs []error
 	if a.watch != nil {
 		errs = append(errs, a.watch.Close(ctx))
@@ -328,6 +339,7 @@ func (a *Agent) waitOrCancel(ctx context.Context, what string, wait func()) erro
 // abort undoes a Start that failed after its workers started.
 func (a *Agent) abort() {
 	close(a.quit)
+	a.quitStop()
 	if a.watch != nil {
 		_ = a.watch.Close(context.Background())
 	}
@@ -337,6 +349,7 @@ func (a *Agent) abort() {
 
 func (a *Agent) release() {
 	a.cancel()
+	a.quitStop()
 	if a.journal != nil {
 		_ = a.journal.Close()
 	}

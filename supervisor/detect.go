@@ -45,6 +45,9 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.gen, w.haveGen = gen, true
+	fam := gen.IDs()
+	w.seen.Store(&fam)
+	w.recheck.Store(false)
 	defer w.checkpointIdle(gen, sr) // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
 	if len(orphans) > 0 {

@@ -11,8 +11,8 @@ import (
 )
 
 // The agent's view of its stores: discovery, the watches, the full holder
-// scan, and the two loops (watch events, reconcile ticks) that kick each
-// store's worker.
+// scan, and the event loop that kicks each store's worker (the reconcile
+// walker is walker.go).
 
 func (a *Agent) worker(key string) *worker {
 	a.mu.Lock()
@@ -41,6 +41,7 @@ func (a *Agent) refreshStores() error {
 	stores, problems := store.Discover(a.opts.Discover)
 	homes, _ := store.DiscoverHomes(a.opts.Discover)
 	a.mu.Lock()
+	homesSame := a.watchesSet && slices.EqualFunc(a.homes, homes, func(x, y store.Home) bool { return x.Root == y.Root })
 	a.problems, a.homes = problems, homes
 	seen := map[string]bool{}
 	var added []store.Store
@@ -81,6 +82,14 @@ func (a *Agent) refreshStores() error {
 	for _, p := range problems {
 		a.log.Warn("store skipped", "subsystem", "discovery", "path", p.Path, "err", p.Err, "hint", p.Hint)
 	}
+	if homesSame && len(added) == 0 && len(removed) == 0 {
+		// Nothing to re-point: the watcher's own reconcile re-checks
+		// (and retries) every watched directory.
+		return nil
+	}
+	a.mu.Lock()
+	a.watchesSet = true
+	a.mu.Unlock()
 	return a.setWatches()
 }
 
@@ -197,8 +206,12 @@ func (a *Agent) eventLoop() {
 					w.kick(ev.At)
 				}
 			case watcher.HomeChanged:
-				if err := a.refreshStores(); err != nil {
-					a.log.Error("rediscovery failed", "err", err)
+				// Discovery lists a home's profiles: it runs on the
+				// walker, never here, so a store's event is never
+				// queued behind another home's flood of directories.
+				select {
+				case a.rediscoverC <- struct{}{}:
+				default:
 				}
 			case watcher.Reconcile:
 				// A full scan takes milliseconds to tens of them;
@@ -212,32 +225,4 @@ func (a *Agent) eventLoop() {
 			}
 		}
 	}
-}
-
-func (a *Agent) reconcileLoop() {
-	defer a.wg.Done()
-	for {
-		select {
-		case <-a.quit:
-			return
-		case <-a.reconcileC:
-			a.reconcile()
-		}
-	}
-}
-
-// reconcile is the safety net: rediscover, re-scan every process, and let
-// every worker compare what is at its paths with what it last saw.
-func (a *Agent) reconcile() {
-	if err := a.refreshStores(); err != nil {
-		a.log.Error("rediscovery failed", "err", err)
-	}
-	a.fullScan()
-	now := time.Now()
-	a.opts.Metrics.Reconciled(now)
-	a.mu.Lock()
-	for _, w := range a.workers {
-		w.kick(now)
-	}
-	a.mu.Unlock()
 }
