@@ -38,6 +38,10 @@ type Cache struct {
 	// every store: a full scan of N stores stays linear in N.
 	refs  map[int]int
 	known map[string]map[fileid.ID]knownFile
+	// view is stores again, for Known: every store's fast freeze reads
+	// its own entry, and must not wait on c.mu while a full scan of
+	// thousands of stores is being remembered.
+	view sync.Map // path → StoreResult
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
@@ -137,10 +141,11 @@ func (c *Cache) Last() *Result {
 // Known returns the store's holders as last seen by a full or targeted
 // scan, without looking at any process.
 func (c *Cache) Known(t Target) (StoreResult, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.stores[filepath.Clean(t.Path)]
-	return s, ok
+	v, ok := c.view.Load(filepath.Clean(t.Path))
+	if !ok {
+		return StoreResult{}, false
+	}
+	return v.(StoreResult), true
 }
 
 // Targeted re-inspects only the processes last seen holding t, plus pids
@@ -198,6 +203,7 @@ func (c *Cache) Forget(t Target) {
 		c.unref(old.Holders)
 	}
 	delete(c.stores, path)
+	c.view.Delete(path)
 	delete(c.known, path)
 }
 
@@ -242,6 +248,7 @@ func (c *Cache) remember(s StoreResult, full bool) {
 		c.unref(old.Holders)
 	}
 	c.stores[s.Target.Path] = s
+	c.view.Store(s.Target.Path, s)
 	c.learnGeneration(s, full)
 }
 

@@ -104,7 +104,9 @@ type Agent struct {
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
 
-	optMu sync.RWMutex // guards the reloadable options
+	// live are the options a reload may change, swapped whole: every
+	// store's hot path reads them, so they take no lock.
+	live atomic.Pointer[reloadable]
 
 	// reconcileC asks reconcileLoop for a full reconcile; cap 1, so
 	// requests made while one runs fold into the next.
@@ -124,6 +126,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
+	a.live.Store(reloadOf(opts))
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
 	if err := a.openState(ctx); err != nil {
@@ -373,40 +376,43 @@ func (a *Agent) SocketPath() string {
 // the capture budget, the guard and the verdict rule. Paths, the socket
 // and discovery stay as started.
 func (a *Agent) Reload(o Options) {
-	a.optMu.Lock()
-	a.opts.Policies, a.opts.StorePolicies = o.Policies, o.StorePolicies
-	a.opts.Exclude, a.opts.CaptureMaxBytes = o.Exclude, o.CaptureMaxBytes
-	a.opts.Guard, a.opts.StoreGuard = o.Guard, o.StoreGuard
-	a.opts.Verdict = o.Verdict
-	a.optMu.Unlock()
+	a.live.Store(reloadOf(o))
 	a.cache.SetRule(o.Verdict)
 	a.log.Info("configuration reloaded")
 }
 
-// policies returns the policy set for a store.
-func (a *Agent) policies(path string) incident.PolicySet {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	if p, ok := a.opts.StorePolicies[path]; ok {
-		return p
-	}
-	return a.opts.Policies
+// reloadable are the options Reload replaces.
+type reloadable struct {
+	policies        incident.PolicySet
+	storePolicies   map[string]incident.PolicySet
+	exclude         []string
+	captureMaxBytes int64
+	guard           bool
+	storeGuard      map[string]bool
 }
 
-func (a *Agent) captureBudget() int64 {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	return a.opts.CaptureMaxBytes
+func reloadOf(o Options) *reloadable {
+	return &reloadable{policies: o.Policies, storePolicies: o.StorePolicies, exclude: o.Exclude,
+		captureMaxBytes: o.CaptureMaxBytes, guard: o.Guard, storeGuard: o.StoreGuard}
 }
+
+// policies returns the policy set for a store.
+func (a *Agent) policies(path string) incident.PolicySet {
+	r := a.live.Load()
+	if p, ok := r.storePolicies[path]; ok {
+		return p
+	}
+	return r.policies
+}
+
+func (a *Agent) captureBudget() int64 { return a.live.Load().captureMaxBytes }
 
 func (a *Agent) excluded(p *holders.Process) bool {
 	if p.Pid == os.Getpid() {
 		return true
 	}
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
 	base := filepath.Base(p.Exe)
-	for _, e := range a.opts.Exclude {
+	for _, e := range a.live.Load().exclude {
 		if e == base {
 			return true
 		}

@@ -48,9 +48,8 @@ type workerGuard struct {
 // guardWanted applies the config: a per-store setting wins; otherwise
 // Hermes stores follow the global switch and generic stores stay off.
 func (a *Agent) guardWanted(s store.Store) (bool, string) {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	if on, ok := a.opts.StoreGuard[s.Path]; ok {
+	r := a.live.Load()
+	if on, ok := r.storeGuard[s.Path]; ok {
 		if !on {
 			return false, "guard = false for this store"
 		}
@@ -59,7 +58,7 @@ func (a *Agent) guardWanted(s store.Store) (bool, string) {
 	if s.Kind != store.Hermes {
 		return false, "generic store (set guard = true in its [[store]] to arm it)"
 	}
-	if !a.opts.Guard {
+	if !r.guard {
 		return false, "guard = false"
 	}
 	return true, ""
