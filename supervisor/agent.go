@@ -87,11 +87,15 @@ type Agent struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	mu       countedMutex
-	workers  map[string]*worker
-	resumes  map[string][]journal.Incident // unfinished at start, until their worker exists
-	problems []store.Problem
-	homes    []store.Home
+	mu      countedMutex
+	workers map[string]*worker
+	pending map[string]store.Store // discovered, no files yet (pending.go)
+	// problemsSaid are the discovery problems already logged; only
+	// refreshStores (start, then the walker) touches it.
+	problemsSaid map[string]bool
+	resumes      map[string][]journal.Incident // unfinished at start, until their worker exists
+	problems     []store.Problem
+	homes        []store.Home
 	// watchesSet: the watcher was pointed at the stores and homes once;
 	// refreshStores re-points it only when they change.
 	watchesSet bool

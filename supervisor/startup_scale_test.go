@@ -11,12 +11,18 @@ import (
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
-// scaleHome makes a home with a default store and n empty named profiles.
+// scaleHome makes a home with a default store and n named profiles, each
+// with an empty state.db (a valid, empty SQLite database): a store with
+// a worker, cheap to make by the hundred.
 func scaleHome(t *testing.T, n int) string {
 	t.Helper()
 	home, _ := testHome(t)
 	for i := range n {
-		if err := os.MkdirAll(filepath.Join(home, "profiles", fmt.Sprintf("p%05d", i)), 0o700); err != nil {
+		dir := filepath.Join(home, "profiles", fmt.Sprintf("p%05d", i))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "state.db"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

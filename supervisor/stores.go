@@ -34,31 +34,32 @@ func (a *Agent) addWorker(s store.Store) *worker {
 	return w
 }
 
-// refreshStores re-runs discovery, starts workers for new stores, retires
+// refreshStores re-runs discovery, starts workers for new stores whose
+// files exist (the others wait, watched, in pending: pending.go), retires
 // workers of stores that went away (unless they have an incident to
-// finish), and points the watcher at the result.
+// finish), and points the watcher at the result when it changed.
 func (a *Agent) refreshStores() error {
 	stores, problems := store.Discover(a.opts.Discover)
 	homes, _ := store.DiscoverHomes(a.opts.Discover)
 	a.mu.Lock()
 	homesSame := a.watchesSet && slices.EqualFunc(a.homes, homes, func(x, y store.Home) bool { return x.Root == y.Root })
 	a.problems, a.homes = problems, homes
-	seen := map[string]bool{}
-	var added []store.Store
+	seen := make(map[string]bool, len(stores))
+	var candidates []store.Store // not a worker (any more)
 	var removed []*worker
 	for _, s := range stores {
 		seen[s.Key()] = true
 		w, ok := a.workers[s.Key()]
 		switch {
 		case !ok:
-			added = append(added, s)
+			candidates = append(candidates, s)
 		case w.st.DirID != s.DirID && !w.busy():
 			// The directory was re-created: a new worker records the new
 			// one. A busy worker keeps the directory its incident began
 			// in, and its steps refuse the new one.
 			removed = append(removed, w)
 			delete(a.workers, s.Key())
-			added = append(added, s)
+			candidates = append(candidates, s)
 		}
 	}
 	for k, w := range a.workers {
@@ -67,6 +68,7 @@ func (a *Agent) refreshStores() error {
 			delete(a.workers, k)
 		}
 	}
+	newPending := a.prunePending(seen)
 	a.mu.Unlock()
 	a.opts.Metrics.StoresWatched(len(stores))
 	for _, w := range removed {
@@ -75,14 +77,11 @@ func (a *Agent) refreshStores() error {
 		a.opts.Metrics.ForgetStore(w.st.Path)
 		a.log.Info("store removed", "event", EventStoreRemoved, "store", w.st.Path, "profile", w.st.Profile)
 	}
-	for _, s := range added {
-		a.addWorker(s).kick(time.Now())
-		a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
-	}
-	for _, p := range problems {
-		a.log.Warn("store skipped", "subsystem", "discovery", "path", p.Path, "err", p.Err, "hint", p.Hint)
-	}
-	if homesSame && len(added) == 0 && len(removed) == 0 {
+	added, pend := a.splitPresent(candidates)
+	newPending = a.addPending(pend) || newPending
+	a.startAll(added)
+	a.logProblems(problems)
+	if homesSame && len(added) == 0 && len(removed) == 0 && !newPending {
 		// Nothing to re-point: the watcher's own reconcile re-checks
 		// (and retries) every watched directory.
 		return nil
@@ -90,15 +89,43 @@ func (a *Agent) refreshStores() error {
 	a.mu.Lock()
 	a.watchesSet = true
 	a.mu.Unlock()
-	return a.setWatches()
+	err := a.setWatches()
+	// A store created between the lstat above and its directory's
+	// watch sent no event: look once more now that it is watched.
+	a.startAll(a.activatePresent(pend))
+	return err
 }
+
+// startAll starts a worker for each store and gives it its first check.
+// A start of many stores is said in one line, not one per store.
+func (a *Agent) startAll(ss []store.Store) {
+	now := time.Now()
+	for _, s := range ss {
+		a.addWorker(s).kick(now)
+		if len(ss) <= discoveredEach {
+			a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
+		}
+	}
+	if len(ss) > discoveredEach {
+		a.log.Info("stores discovered", "event", EventStoreDiscovered, "stores", len(ss), "first", ss[0].Path, "last", ss[len(ss)-1].Path)
+	}
+}
+
+// discoveredEach is how many stores found at once are logged one by one.
+const discoveredEach = 20
 
 func (a *Agent) setWatches() error {
 	a.mu.Lock()
-	targets := make([]watcher.Target, 0, len(a.workers))
+	targets := make([]watcher.Target, 0, len(a.workers)+len(a.pending))
+	target := func(s store.Store) watcher.Target {
+		base := filepath.Base(s.Path)
+		return watcher.Target{Key: s.Key(), Dir: s.Dir(), Names: []string{base, base + "-wal", base + "-shm"}}
+	}
 	for _, w := range a.workers {
-		base := filepath.Base(w.st.Path)
-		targets = append(targets, watcher.Target{Key: w.st.Key(), Dir: w.st.Dir(), Names: []string{base, base + "-wal", base + "-shm"}})
+		targets = append(targets, target(w.st))
+	}
+	for _, s := range a.pending {
+		targets = append(targets, target(s))
 	}
 	homes := make([]watcher.Home, 0, len(a.homes))
 	for _, h := range a.homes {
@@ -204,6 +231,8 @@ func (a *Agent) eventLoop() {
 			case watcher.StoreChanged:
 				if w := a.worker(ev.Key); w != nil {
 					w.kick(ev.At)
+				} else {
+					a.activate(ev.Key, ev.At)
 				}
 			case watcher.HomeChanged:
 				// Discovery lists a home's profiles: it runs on the

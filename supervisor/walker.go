@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 )
@@ -62,6 +63,9 @@ func (a *Agent) reconcile() {
 	if err := a.refreshStores(); err != nil {
 		a.log.Error("rediscovery failed", "err", err)
 	}
+	// A pending store in a directory that could not be watched has sent
+	// no event: its lstat here is what starts it.
+	a.startAll(a.activatePresent(a.pendingStores()))
 	res := a.fullScan()
 	now := time.Now()
 	a.opts.Metrics.Reconciled(now)
@@ -89,7 +93,7 @@ func (a *Agent) reconcileDue(res *holders.Result) []*worker {
 		wasHeld := a.walk.held[key]
 		a.walk.held[key] = held
 		if sr == nil || w.busy() || w.recheck.Load() || (wasHeld && !held) ||
-			len(sr.Orphans()) > 0 || !sameAsSeen(sr, w.seen.Load()) {
+			len(sr.Orphans()) > 0 || !sameAsSeen(sr, w.seen.Load()) || guardOwed(w, sr) {
 			due = append(due, w)
 		}
 	}
@@ -142,4 +146,15 @@ func (a *Agent) walkChecks(ctx context.Context, due []*worker, at time.Time) {
 			}
 		}
 	}
+}
+
+// guardOwed reports whether a store whose main and -shm exist has a guard
+// that is not armed although it is wanted: every reconcile retries the
+// arm, whatever made the last one fail.
+func guardOwed(w *worker, sr *holders.StoreResult) bool {
+	if !sr.Current[holders.RoleMain].Exists || !sr.Current[holders.RoleSHM].Exists {
+		return false
+	}
+	g := w.guardState()
+	return g != nil && g.State == control.GuardUnavailable
 }

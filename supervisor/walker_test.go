@@ -35,15 +35,14 @@ func TestWalkerChecksOnlyWhatChanged(t *testing.T) {
 	}
 
 	db := filepath.Join(home, "profiles", "p00003", "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
+	before := *a.worker(db).seen.Load()
+	hermestest.RenameFreshOver(t, db)
 	a.reconcile()
 	if a.walk.checked != 1 {
-		t.Fatalf("a reconcile after one store appeared checked %d stores, want 1", a.walk.checked)
+		t.Fatalf("a reconcile after one store was replaced checked %d stores, want 1", a.walk.checked)
 	}
-	if seen := a.worker(db).seen.Load(); seen == nil || seen.Main.IsZero() {
-		t.Fatalf("the walk's check did not see the new main file: %+v", seen)
+	if seen := a.worker(db).seen.Load(); seen == nil || seen.Main == before.Main || seen.Main.IsZero() {
+		t.Fatalf("the walk's check did not see the new main file: %+v (was %+v)", seen, before)
 	}
 	a.reconcile()
 	if a.walk.checked != 1 {

@@ -29,23 +29,19 @@ func TestStatusSummaryManyStores(t *testing.T) {
 	}
 	a, _, _ := startAgent(t, home, func(o *supervisor.Options) { o.Guard = true })
 	vars := map[string]string{socketEnv: a.SocketPath()}
-	hermestest.Eventually(t, "every store's guard state", 20*time.Second, func() bool {
+	db := filepath.Join(home, "state.db")
+	hermestest.Eventually(t, "every store listed, the default one checked", 20*time.Second, func() bool {
 		st := decodeStatus(t, ctl(t, vars, "status", "--json"))
-		for _, s := range st.Stores {
-			if s.Guard == nil {
-				return false
-			}
-		}
-		return len(st.Stores) == n+1
+		return len(st.Stores) == n+1 && storeOf(t, st, db).Guard != nil
 	})
-	if r := ctl(t, vars, "guard", "off", "--profile", "p007", "--home", home, "--for", "20m", "--reason", "maintenance"); r.code != exitOK {
+	if r := ctl(t, vars, "guard", "off", "--profile", "default", "--home", home, "--for", "20m", "--reason", "maintenance"); r.code != exitOK {
 		t.Fatalf("guard off: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 
 	r := ctl(t, vars, "status")
 	mustContain(t, "summary", r.stdout, fmt.Sprintf("%d stores (hermes %d) in 1 home(s)", n+1, n+1),
 		"verdict", "guard", "paused 1", "incidents  0 open on 0 store(s)", "replays    0 queued",
-		"Stores needing attention (1; --all lists every store)", "p007  ", "why listed: guard paused", "daemon running")
+		"Stores needing attention (1; --all lists every store)", "default  "+db, "why listed: guard paused", "daemon running")
 	if strings.Contains(r.stdout, "p008") {
 		t.Errorf("summary lists a store that needs no attention:\n%s", r.stdout)
 	}
