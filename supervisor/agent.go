@@ -91,7 +91,7 @@ type Agent struct {
 	workers map[string]*worker
 	pending map[string]store.Store // discovered, no files yet (pending.go)
 	// problemsSaid are the discovery problems already logged; only
-	// refreshStores (start, then the walker) touches it.
+	// refreshStores touches it, under walkMu.
 	problemsSaid map[string]bool
 	resumes      map[string][]journal.Incident // unfinished at start, until their worker exists
 	problems     []store.Problem
@@ -118,7 +118,8 @@ type Agent struct {
 	// rediscoverC asks the walker to re-run discovery only (a home's
 	// profiles/ changed); cap 1, folded like reconcileC.
 	rediscoverC chan struct{}
-	walk        walkState // the reconcile walker's own (walker.go)
+	walk        walkState  // the reconcile walker's own (walker.go)
+	walkMu      sync.Mutex // one reconcile or discovery at a time; guards walk, problemsSaid, watchesSet's writer
 }
 
 // Start opens the state directory, takes the single-instance lock,
@@ -218,7 +219,10 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 	for _, inc := range unfinished {
 		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
 	}
-	if err := a.refreshStores(); err != nil {
+	a.walkMu.Lock()
+	err = a.refreshStores()
+	a.walkMu.Unlock()
+	if err != nil {
 		return err
 	}
 	for _, inc := range unfinished {

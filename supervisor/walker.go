@@ -30,8 +30,9 @@ const walkBudget = 0.25
 // a capture gets its check when it is done, and the walk moves on.
 const walkStepTimeout = time.Second
 
-// walkState is the walker's memory between reconciles; only the walker
-// goroutine touches it.
+// walkState is the walker's memory between reconciles; it is touched
+// only under Agent.walkMu, which serializes reconciles and discovery
+// (the walker's, and a test's own calls).
 type walkState struct {
 	held map[string]bool // the store had holders at the last reconcile
 	runs int64           // reconciles done
@@ -49,9 +50,11 @@ func (a *Agent) reconcileLoop() {
 		case <-a.reconcileC:
 			a.reconcile()
 		case <-a.rediscoverC:
+			a.walkMu.Lock()
 			if err := a.refreshStores(); err != nil {
 				a.log.Error("rediscovery failed", "err", err)
 			}
+			a.walkMu.Unlock()
 		}
 	}
 }
@@ -60,6 +63,9 @@ func (a *Agent) reconcileLoop() {
 // check the stores whose state the scan says differs from their
 // worker's. It returns early once the agent is closing.
 func (a *Agent) reconcile() {
+	a.walkMu.Lock()
+	defer a.walkMu.Unlock()
+	t0 := time.Now()
 	if err := a.refreshStores(); err != nil {
 		a.log.Error("rediscovery failed", "err", err)
 	}
@@ -69,8 +75,11 @@ func (a *Agent) reconcile() {
 	res := a.fullScan()
 	now := time.Now()
 	a.opts.Metrics.Reconciled(now)
-	a.walkChecks(a.quitCtx, a.reconcileDue(res), now)
+	due := a.reconcileDue(res)
+	a.walkChecks(a.quitCtx, due, now)
 	a.walk.runs++
+	// The bench (internal/benchscale) reads this line.
+	a.log.Debug("reconcile done", "took_ms", float64(time.Since(t0).Microseconds())/1000, "checked", len(due))
 }
 
 // reconcileDue lists the workers the scan res says need a check. With no
