@@ -18,6 +18,9 @@ type home struct {
 // buildHome makes n stores under dir/home: the default profile and n-1
 // named ones, each a copy of one freshly created store.
 func buildHome(dir string, n int) (*home, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	tpl := filepath.Join(dir, "template.db")
 	if err := hermestest.CreateStore(tpl); err != nil {
 		return nil, err
