@@ -14,7 +14,9 @@ import (
 // scaleHome makes a home with a default store and n named profiles, each
 // with an empty state.db (a valid, empty SQLite database): a store with
 // a worker, cheap to make by the hundred.
-func scaleHome(t *testing.T, n int) string {
+func scaleHome(t *testing.T, n int) string { return scaleHomeB(t, n) }
+
+func scaleHomeB(t testing.TB, n int) string {
 	t.Helper()
 	home, _ := testHome(t)
 	for i := range n {
