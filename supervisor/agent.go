@@ -93,7 +93,8 @@ type Agent struct {
 	// problemsSaid are the discovery problems already logged; only
 	// refreshStores touches it, under walkMu.
 	problemsSaid map[string]bool
-	resumes      map[string][]journal.Incident // unfinished at start, until their worker exists
+	resumes      map[string][]journal.Incident  // unfinished at start, until their worker exists
+	startPauses  map[string]*journal.GuardPause // the pauses in force, while Start starts workers
 	problems     []store.Problem
 	homes        []store.Home
 	// watchesSet: the watcher was pointed at the stores and homes once;
@@ -218,6 +219,20 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 	a.resumes = map[string][]journal.Incident{}
 	for _, inc := range unfinished {
 		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
+	}
+	// The guard pauses in force, read once for every store started now:
+	// one query instead of one per worker (each on its own goroutine,
+	// whose stack SQLite grows and keeps).
+	if ps, err := a.journal.ActivePauses(ctx, time.Now()); err == nil {
+		a.startPauses = map[string]*journal.GuardPause{}
+		for i := range ps {
+			a.startPauses[ps[i].Store] = &ps[i]
+		}
+		defer func() {
+			a.mu.Lock()
+			a.startPauses = nil
+			a.mu.Unlock()
+		}()
 	}
 	a.walkMu.Lock()
 	err = a.refreshStores()

@@ -27,6 +27,9 @@ func (a *Agent) addWorker(s store.Store) *worker {
 		return w
 	}
 	w := newWorker(a, s)
+	if a.startPauses != nil {
+		w.guard.pause, w.guard.loaded = a.startPauses[s.Key()], true
+	}
 	w.resumes = a.resumes[s.Key()]
 	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
