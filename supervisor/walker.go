@@ -138,14 +138,21 @@ func (a *Agent) walkChecks(ctx context.Context, due []*worker, at time.Time) {
 		if ctx.Err() != nil {
 			return
 		}
+		a.walk.checked++
+		if w.busy() {
+			// An open incident's worker wakes every second by itself
+			// and may be deep in a step: ask, never wait.
+			w.kick(at)
+			continue
+		}
 		t0 := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, walkStepTimeout)
 		err := w.do(sctx, func() { w.check(at) })
 		cancel()
 		if err != nil {
 			w.kick(at) // busy or stopping: its next wake checks
+			continue   // waiting is not work: the budget counts checks run
 		}
-		a.walk.checked++
 		work += time.Since(t0)
 		if rest := time.Duration(float64(work)/walkBudget) - time.Since(start); rest > 0 {
 			select {
