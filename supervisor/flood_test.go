@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
@@ -27,11 +29,20 @@ func TestDiscoveryFloodBounded(t *testing.T) {
 		t.Skip("makes 100,000 directories")
 	}
 	flood := t.TempDir()
-	for i := range 100_000 {
-		if err := os.MkdirAll(filepath.Join(flood, "profiles", fmt.Sprintf("f%06d", i)), 0o700); err != nil {
+	profiles := filepath.Join(flood, "profiles")
+	if err := os.Mkdir(profiles, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pd, err := unix.Open(profiles, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100_000 { // relative to the directory: no path walk per entry
+		if err := unix.Mkdirat(pd, fmt.Sprintf("f%06d", i), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
+	unix.Close(pd)
 	other, db := testHome(t)
 	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200})
 
