@@ -33,7 +33,15 @@ type Cache struct {
 	last   *Result
 	stores map[string]StoreResult
 	procs  map[int]Process // metadata by pid, reused while StartTicks match
-	known  map[string]map[fileid.ID]knownFile
+	// refs counts the stores whose holders list each pid in procs, so
+	// replacing one store's result costs its own holders, not a walk of
+	// every store: a full scan of N stores stays linear in N.
+	refs  map[int]int
+	known map[string]map[fileid.ID]knownFile
+	// view is stores again, for Known: every store's fast freeze reads
+	// its own entry, and must not wait on c.mu while a full scan of
+	// thousands of stores is being remembered.
+	view sync.Map // path → StoreResult
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
@@ -150,10 +158,11 @@ func (c *Cache) Last() *Result {
 // Known returns the store's holders as last seen by a full or targeted
 // scan, without looking at any process.
 func (c *Cache) Known(t Target) (StoreResult, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.stores[filepath.Clean(t.Path)]
-	return s, ok
+	v, ok := c.view.Load(filepath.Clean(t.Path))
+	if !ok {
+		return StoreResult{}, false
+	}
+	return v.(StoreResult), true
 }
 
 // Targeted re-inspects only the processes last seen holding t, plus pids
@@ -206,8 +215,13 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 func (c *Cache) Forget(t Target) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.stores, filepath.Clean(t.Path))
-	delete(c.known, filepath.Clean(t.Path))
+	path := filepath.Clean(t.Path)
+	if old, ok := c.stores[path]; ok {
+		c.unref(old.Holders)
+	}
+	delete(c.stores, path)
+	c.view.Delete(path)
+	delete(c.known, path)
 }
 
 // remember keeps a result. After a full scan, what it saw decides which
@@ -217,6 +231,7 @@ func (c *Cache) remember(s StoreResult, full bool) {
 	if c.stores == nil {
 		c.stores = make(map[string]StoreResult)
 		c.procs = make(map[int]Process)
+		c.refs = make(map[int]int)
 	}
 	// Results are handed to callers; keep copies they cannot change.
 	s.Current = maps.Clone(s.Current)
@@ -241,16 +256,39 @@ func (c *Cache) remember(s StoreResult, full bool) {
 		}
 		c.procs[p.Pid] = p
 	}
+	// Keep metadata only for pids some store still lists: count the new
+	// holders before dropping the old ones, so a pid in both stays.
+	for _, pid := range holderPids(s.Holders) {
+		c.refs[pid]++
+	}
+	if old, ok := c.stores[s.Target.Path]; ok {
+		c.unref(old.Holders)
+	}
 	c.stores[s.Target.Path] = s
-	// Keep metadata only for pids some store still lists.
-	live := make(map[int]bool)
-	for _, st := range c.stores {
-		for _, p := range st.Holders {
-			live[p.Pid] = true
+	c.view.Store(s.Target.Path, s)
+	c.learnGeneration(s, full)
+}
+
+// unref drops one store's reference to each of its holders' pids, and
+// the metadata of pids no store lists any more.
+func (c *Cache) unref(hs []Process) {
+	for _, pid := range holderPids(hs) {
+		if c.refs[pid]--; c.refs[pid] <= 0 {
+			delete(c.refs, pid)
+			delete(c.procs, pid)
 		}
 	}
-	maps.DeleteFunc(c.procs, func(pid int, _ Process) bool { return !live[pid] })
-	c.learnGeneration(s, full)
+}
+
+// holderPids lists each holder's pid once.
+func holderPids(hs []Process) []int {
+	pids := make([]int, 0, len(hs))
+	for _, p := range hs {
+		if !slices.Contains(pids, p.Pid) {
+			pids = append(pids, p.Pid)
+		}
+	}
+	return pids
 }
 
 // learnGeneration records every inode at the paths and every one a holder

@@ -107,8 +107,9 @@ func (c *collector) scope(b Blind) BlindScope {
 }
 
 func (c *collector) result() *Result {
-	res := &Result{Stores: make([]StoreResult, len(c.w.targets))}
+	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), index: make(map[string]int, len(c.w.targets))}
 	for i, t := range c.w.targets {
+		res.index[t.Path] = i
 		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault(),
 			births: map[fileid.ID]int64{}}
 		for _, r := range Roles {

@@ -344,10 +344,23 @@ func (s *StoreResult) Orphans() []Process {
 type Result struct {
 	Stores []StoreResult `json:"stores"`
 	Took   time.Duration `json:"took"`
+	// index maps a store's path to its place in Stores, built with the
+	// scan's result: every store's worker looks its own up, and a linear
+	// search made that quadratic in the number of stores.
+	index map[string]int
 }
 
 // Store returns the result for the store at path, or nil.
 func (r *Result) Store(path string) *StoreResult {
+	if r.index != nil {
+		i, ok := r.index[path]
+		if !ok {
+			return nil
+		}
+		if i < len(r.Stores) && r.Stores[i].Target.Path == path {
+			return &r.Stores[i]
+		}
+	}
 	for i := range r.Stores {
 		if r.Stores[i].Target.Path == path {
 			return &r.Stores[i]

@@ -73,15 +73,21 @@ type watch struct {
 	// birth is the birth time of each current file, where the filesystem
 	// records one.
 	birth map[fileid.ID]int64
+	// index is each target's place in targets, by its cleaned path.
+	index map[string]int
 }
 
 func newWatch(targets []Target, known []KnownFile) *watch {
 	w := &watch{byDir: make(map[string][]int), ids: make(map[fileid.ID][]idRef), roleBases: make(map[string]bool),
-		birth: make(map[fileid.ID]int64)}
+		birth: make(map[fileid.ID]int64), index: make(map[string]int, len(targets))}
+	real := realDirs{}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
 		i := len(w.targets)
 		w.targets = append(w.targets, t)
+		if _, dup := w.index[t.Path]; !dup {
+			w.index[t.Path] = i
+		}
 		w.base = append(w.base, filepath.Base(t.Path))
 		cur := make(map[Role]fileid.State, len(Roles))
 		var statErr error
@@ -110,8 +116,8 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		w.dir = append(w.dir, dst)
 		w.statErr = append(w.statErr, statErr)
 		w.addDir(dir, i)
-		if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
-			w.addDir(real, i)
+		if r, ok := real.of(dir); ok && r != dir {
+			w.addDir(r, i)
 		}
 		w.addKernelDev(dir, dst)
 	}
@@ -145,8 +151,38 @@ func (w *watch) pastBirth(id fileid.ID) (int64, bool) {
 }
 
 func (w *watch) storeIndex(path string) int {
-	path = filepath.Clean(path)
-	return slices.IndexFunc(w.targets, func(t Target) bool { return t.Path == path })
+	if i, ok := w.index[filepath.Clean(path)]; ok {
+		return i
+	}
+	return -1
+}
+
+// realDirs resolves store directories' symlinks, each parent once: many
+// stores share a parent (a home's profiles/), and resolving every
+// component of every store's directory at every scan was most of a scan
+// of thousands of idle stores.
+type realDirs map[string]string
+
+// of is filepath.EvalSymlinks(dir), from the resolved parent.
+func (m realDirs) of(dir string) (string, bool) {
+	if r, ok := m[dir]; ok {
+		return r, r != ""
+	}
+	parent := filepath.Dir(dir)
+	r := ""
+	switch fi, err := os.Lstat(dir); {
+	case err != nil:
+	case parent == dir:
+		r = dir
+	case fi.Mode()&fs.ModeSymlink != 0:
+		r, _ = filepath.EvalSymlinks(dir)
+	default:
+		if p, ok := m.of(parent); ok {
+			r = filepath.Join(p, filepath.Base(dir))
+		}
+	}
+	m[dir] = r
+	return r, r != ""
 }
 
 func (w *watch) addID(id fileid.ID, r idRef) {

@@ -19,6 +19,7 @@ import (
 	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/watcher"
 )
 
@@ -26,21 +27,24 @@ import (
 // ApplyDefaults, is the configuration agentd runs with when no file exists,
 // so the quick start needs none.
 type Config struct {
-	StateDir      string        `toml:"state_dir"`
-	Socket        string        `toml:"socket"`
-	Reconcile     Duration      `toml:"reconcile"`
-	Guard         *bool         `toml:"guard"`
-	Verdict       holders.Rule  `toml:"verdict"`
-	Exclude       []string      `toml:"exclude"`
-	Homes         []string      `toml:"homes"`
-	DiscoverUsers *bool         `toml:"discover_users"`
-	Log           LogConfig     `toml:"log"`
-	Policy        PolicyConfig  `toml:"policy"`
-	Capture       CaptureConfig `toml:"capture"`
-	Alert         AlertConfig   `toml:"alert"`
-	Metrics       MetricsConfig `toml:"metrics"`
-	Stall         StallConfig   `toml:"stall"`
-	Stores        []StoreConfig `toml:"store"`
+	StateDir      string       `toml:"state_dir"`
+	Socket        string       `toml:"socket"`
+	Reconcile     Duration     `toml:"reconcile"`
+	Guard         *bool        `toml:"guard"`
+	Verdict       holders.Rule `toml:"verdict"`
+	Exclude       []string     `toml:"exclude"`
+	Homes         []string     `toml:"homes"`
+	DiscoverUsers *bool        `toml:"discover_users"`
+	// MaxProfilesPerHome bounds the named profiles watched per home (0:
+	// the default, store.DefaultMaxProfiles).
+	MaxProfilesPerHome int           `toml:"max_profiles_per_home"`
+	Log                LogConfig     `toml:"log"`
+	Policy             PolicyConfig  `toml:"policy"`
+	Capture            CaptureConfig `toml:"capture"`
+	Alert              AlertConfig   `toml:"alert"`
+	Metrics            MetricsConfig `toml:"metrics"`
+	Stall              StallConfig   `toml:"stall"`
+	Stores             []StoreConfig `toml:"store"`
 
 	// Path is the file the config was read from; empty for defaults.
 	Path string `toml:"-"`
@@ -176,6 +180,9 @@ func (c *Config) validate(data []byte, md toml.MetaData) error {
 	if c.Reconcile.D < 0 || (c.Reconcile.D > 0 && c.Reconcile.D < 100*time.Millisecond) {
 		return fail("reconcile", "%v is below the 100ms floor", c.Reconcile.D)
 	}
+	if c.MaxProfilesPerHome < 0 {
+		return fail("max_profiles_per_home", "%d is negative (0 means the default)", c.MaxProfilesPerHome)
+	}
 	for _, h := range c.Homes {
 		if !filepath.IsAbs(h) {
 			return fail("homes", "%q is not an absolute path", h)
@@ -218,6 +225,9 @@ func (c *Config) validate(data []byte, md toml.MetaData) error {
 func (c *Config) ApplyDefaults() {
 	if c.Reconcile.D == 0 {
 		c.Reconcile.D = DefaultReconcile
+	}
+	if c.MaxProfilesPerHome == 0 {
+		c.MaxProfilesPerHome = store.DefaultMaxProfiles
 	}
 	if c.Guard == nil {
 		c.Guard = ptr(true)

@@ -45,6 +45,21 @@ type DiscoverOptions struct {
 	PasswdPath      string   // default /etc/passwd
 	ExtraHomes      []string // explicit homes (config); a missing one is a Problem
 	ExtraStores     []string // explicit store files (config), Kind Generic
+	// MaxProfiles bounds the named profiles taken from one home (0:
+	// DefaultMaxProfiles; negative: no bound), so one home flooded with
+	// directories cannot make discovery, and everything after it, take
+	// unbounded time and memory. The rest are one Problem.
+	MaxProfiles int
+}
+
+// DefaultMaxProfiles is the per-home bound on named profiles.
+const DefaultMaxProfiles = 10000
+
+func (o DiscoverOptions) maxProfiles() int {
+	if o.MaxProfiles == 0 {
+		return DefaultMaxProfiles
+	}
+	return o.MaxProfiles
 }
 
 func (o DiscoverOptions) getenv(k string) string {

@@ -13,6 +13,11 @@ var (
 
 	// ErrMissingHome means an explicitly configured home does not exist.
 	ErrMissingHome = errors.New("home directory does not exist")
+
+	// ErrTooManyProfiles means a home's profiles/ holds more profile
+	// directories than discovery takes from one home; the rest are not
+	// watched.
+	ErrTooManyProfiles = errors.New("too many profile directories")
 )
 
 // Problem is something discovery could not use, with the path it concerns

@@ -85,7 +85,12 @@ func validProfileName(name string) bool {
 //
 // Profiles only lstats and lists directories; it opens no store file, so it
 // is safe to call at any time. Call it again to see profiles created since.
-func Profiles(h Home) ([]Store, []Problem) {
+func Profiles(h Home) ([]Store, []Problem) { return ProfilesMax(h, -1) }
+
+// ProfilesMax is Profiles taking at most max named profiles (negative: no
+// bound), in name order; the directories past the bound are counted, not
+// examined, and reported as one ErrTooManyProfiles Problem.
+func ProfilesMax(h Home, max int) ([]Store, []Problem) {
 	var stores []Store
 	var problems []Problem
 	fi, err := os.Stat(h.Root)
@@ -129,11 +134,17 @@ func Profiles(h Home) ([]Store, []Problem) {
 			Hint: "named profiles of this home are not watched; check the directory's permissions"})
 	}
 	tombs := filepath.Join(dir, ".deleted")
+	named, over := 0, 0
 	for _, e := range entries { // ReadDir sorts by name
 		name := e.Name()
 		if !validProfileName(name) {
 			continue
 		}
+		if max >= 0 && named >= max {
+			over++
+			continue
+		}
+		named++
 		if _, err := os.Lstat(filepath.Join(tombs, name)); err == nil {
 			continue
 		}
@@ -148,6 +159,11 @@ func Profiles(h Home) ([]Store, []Problem) {
 			continue // a stray file named like a profile
 		}
 		add(name, filepath.Join(pdir, "state.db"))
+	}
+	if over > 0 {
+		problems = append(problems, Problem{Path: dir,
+			Err:  fmt.Errorf("%w: %d more than the %d taken from one home", ErrTooManyProfiles, over, max),
+			Hint: "the profiles past the bound (in name order) are not watched; remove stray directories, or raise max_profiles_per_home"})
 	}
 	return stores, problems
 }
@@ -200,7 +216,7 @@ func Discover(o DiscoverOptions) ([]Store, []Problem) {
 	var stores []Store
 	seen := map[string]bool{}
 	for _, h := range homes {
-		ss, ps := Profiles(h)
+		ss, ps := ProfilesMax(h, o.maxProfiles())
 		problems = append(problems, ps...)
 		for _, s := range ss {
 			if !seen[s.Key()] {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -82,25 +83,45 @@ type Agent struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	quit      chan struct{}
+	quitCtx   context.Context // canceled with quit, for the walker's waits
+	quitStop  context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	mu       sync.Mutex
-	workers  map[string]*worker
-	resumes  map[string][]journal.Incident // unfinished at start, until their worker exists
-	problems []store.Problem
-	homes    []store.Home
+	mu      countedMutex
+	workers map[string]*worker
+	pending map[string]store.Store // discovered, no files yet (pending.go)
+	// problemsSaid are the discovery problems already logged; only
+	// refreshStores touches it, under walkMu.
+	problemsSaid map[string]bool
+	resumes      map[string][]journal.Incident  // unfinished at start, until their worker exists
+	startPauses  map[string]*journal.GuardPause // the pauses in force, while Start starts workers
+	problems     []store.Problem
+	homes        []store.Home
+	// watchesSet: the watcher was pointed at the stores and homes once;
+	// refreshStores re-points it only when they change.
+	watchesSet bool
 
 	intents restoreWindows // announced restores (intent.go)
+
+	armed atomic.Int64 // stores whose guard is armed (guardSet)
+	work  workCounters
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
 
-	optMu sync.RWMutex // guards the reloadable options
+	// live are the options a reload may change, swapped whole: every
+	// store's hot path reads them, so they take no lock.
+	live atomic.Pointer[reloadable]
 
 	// reconcileC asks reconcileLoop for a full reconcile; cap 1, so
 	// requests made while one runs fold into the next.
 	reconcileC chan struct{}
+	// rediscoverC asks the walker to re-run discovery only (a home's
+	// profiles/ changed); cap 1, folded like reconcileC.
+	rediscoverC chan struct{}
+	walk        walkState  // the reconcile walker's own (walker.go)
+	walkMu      sync.Mutex // one reconcile or discovery at a time; guards walk, problemsSaid, watchesSet's writer
 }
 
 // Start opens the state directory, takes the single-instance lock,
@@ -110,9 +131,11 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
 	warnPOSIXLocks(opts.Logger)
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
-		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), quit: make(chan struct{})}
+		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
+	a.live.Store(reloadOf(opts))
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
 	if err := a.openState(ctx); err != nil {
 		a.release()
 		return nil, err
@@ -199,7 +222,24 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 	for _, inc := range unfinished {
 		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
 	}
-	if err := a.refreshStores(); err != nil {
+	// The guard pauses in force, read once for every store started now:
+	// one query instead of one per worker (each on its own goroutine,
+	// whose stack SQLite grows and keeps).
+	if ps, err := a.journal.ActivePauses(ctx, time.Now()); err == nil {
+		a.startPauses = map[string]*journal.GuardPause{}
+		for i := range ps {
+			a.startPauses[ps[i].Store] = &ps[i]
+		}
+		defer func() {
+			a.mu.Lock()
+			a.startPauses = nil
+			a.mu.Unlock()
+		}()
+	}
+	a.walkMu.Lock()
+	err = a.refreshStores()
+	a.walkMu.Unlock()
+	if err != nil {
 		return err
 	}
 	for _, inc := range unfinished {
@@ -291,6 +331,7 @@ func (a *Agent) close(ctx context.Context) error {
 		w.eng.Stop() // the step in flight goes on; no other starts
 	}
 	close(a.quit)
+	a.quitStop()
 	var errs []error
 	if a.watch != nil {
 		errs = append(errs, a.watch.Close(ctx))
@@ -327,6 +368,7 @@ func (a *Agent) waitOrCancel(ctx context.Context, what string, wait func()) erro
 // abort undoes a Start that failed after its workers started.
 func (a *Agent) abort() {
 	close(a.quit)
+	a.quitStop()
 	if a.watch != nil {
 		_ = a.watch.Close(context.Background())
 	}
@@ -337,6 +379,7 @@ func (a *Agent) abort() {
 
 func (a *Agent) release() {
 	a.cancel()
+	a.quitStop()
 	if a.journal != nil {
 		_ = a.journal.Close()
 	}
@@ -360,40 +403,43 @@ func (a *Agent) SocketPath() string {
 // the capture budget, the guard and the verdict rule. Paths, the socket
 // and discovery stay as started.
 func (a *Agent) Reload(o Options) {
-	a.optMu.Lock()
-	a.opts.Policies, a.opts.StorePolicies = o.Policies, o.StorePolicies
-	a.opts.Exclude, a.opts.CaptureMaxBytes = o.Exclude, o.CaptureMaxBytes
-	a.opts.Guard, a.opts.StoreGuard = o.Guard, o.StoreGuard
-	a.opts.Verdict = o.Verdict
-	a.optMu.Unlock()
+	a.live.Store(reloadOf(o))
 	a.cache.SetRule(o.Verdict)
 	a.log.Info("configuration reloaded")
 }
 
-// policies returns the policy set for a store.
-func (a *Agent) policies(path string) incident.PolicySet {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	if p, ok := a.opts.StorePolicies[path]; ok {
-		return p
-	}
-	return a.opts.Policies
+// reloadable are the options Reload replaces.
+type reloadable struct {
+	policies        incident.PolicySet
+	storePolicies   map[string]incident.PolicySet
+	exclude         []string
+	captureMaxBytes int64
+	guard           bool
+	storeGuard      map[string]bool
 }
 
-func (a *Agent) captureBudget() int64 {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	return a.opts.CaptureMaxBytes
+func reloadOf(o Options) *reloadable {
+	return &reloadable{policies: o.Policies, storePolicies: o.StorePolicies, exclude: o.Exclude,
+		captureMaxBytes: o.CaptureMaxBytes, guard: o.Guard, storeGuard: o.StoreGuard}
 }
+
+// policies returns the policy set for a store.
+func (a *Agent) policies(path string) incident.PolicySet {
+	r := a.live.Load()
+	if p, ok := r.storePolicies[path]; ok {
+		return p
+	}
+	return r.policies
+}
+
+func (a *Agent) captureBudget() int64 { return a.live.Load().captureMaxBytes }
 
 func (a *Agent) excluded(p *holders.Process) bool {
 	if p.Pid == os.Getpid() {
 		return true
 	}
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
 	base := filepath.Base(p.Exe)
-	for _, e := range a.opts.Exclude {
+	for _, e := range a.live.Load().exclude {
 		if e == base {
 			return true
 		}

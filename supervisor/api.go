@@ -61,6 +61,9 @@ func (a *Agent) Status(r *http.Request) (control.Status, error) {
 	for _, w := range a.workers {
 		stores = append(stores, w.st)
 	}
+	for _, s := range a.pending {
+		stores = append(stores, s)
+	}
 	problems := a.problems
 	a.mu.Unlock()
 	sort.Slice(stores, func(i, j int) bool { return stores[i].Path < stores[j].Path })

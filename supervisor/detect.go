@@ -51,6 +51,9 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.gen, w.haveGen = gen, true
+	fam := gen.IDs()
+	w.seen.Store(&fam)
+	w.recheck.Store(false)
 	defer w.checkpointIdle(gen, sr) // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
 	if len(orphans) > 0 {
@@ -66,14 +69,25 @@ func (w *worker) check(at time.Time) {
 // targeted scan re-inspects only the holders the cache knows, so a
 // process that opened the store since the last full scan would be missed
 // until the next reconcile; a real change is rare and worth it, and the
-// known holders are already frozen), the targeted one otherwise. On
-// failure every fast-path freeze is undone.
+// known holders are already frozen), the targeted one when the fast path
+// froze someone, and otherwise the cache's last result. On failure every
+// fast-path freeze is undone.
 func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
 	if changed {
 		if res := w.a.fullScan(); res != nil {
 			if sr := res.Store(w.st.Path); sr != nil {
 				return sr, true
 			}
+		}
+	}
+	if !changed && len(frozen) == 0 {
+		// Nothing moved at the paths and nobody was frozen: what the
+		// last scan saw stands (a reconcile's full scan has just run
+		// before its checks). Re-inspecting the known holders read the
+		// whole host lock table once per store, which with thousands of
+		// guarded stores made each check cost more than all of them.
+		if known, ok := w.a.cache.Known(w.target); ok {
+			return &known, true
 		}
 	}
 	pids := make([]int, 0, len(frozen))

@@ -48,9 +48,8 @@ type workerGuard struct {
 // guardWanted applies the config: a per-store setting wins; otherwise
 // Hermes stores follow the global switch and generic stores stay off.
 func (a *Agent) guardWanted(s store.Store) (bool, string) {
-	a.optMu.RLock()
-	defer a.optMu.RUnlock()
-	if on, ok := a.opts.StoreGuard[s.Path]; ok {
+	r := a.live.Load()
+	if on, ok := r.storeGuard[s.Path]; ok {
 		if !on {
 			return false, "guard = false for this store"
 		}
@@ -59,7 +58,7 @@ func (a *Agent) guardWanted(s store.Store) (bool, string) {
 	if s.Kind != store.Hermes {
 		return false, "generic store (set guard = true in its [[store]] to arm it)"
 	}
-	if !a.opts.Guard {
+	if !r.guard {
 		return false, "guard = false"
 	}
 	return true, ""
@@ -239,11 +238,20 @@ func (w *worker) guardSet(s control.GuardStatus) {
 	gd := &w.guard
 	gd.mu.Lock()
 	changed := !gd.set || gd.status != s
+	was := gd.set && gd.status.State == control.GuardArmed
 	gd.status, gd.set = s, true
 	gd.mu.Unlock()
-	if changed {
-		w.log.Debug("guard state", "state", s.State, "reason", s.Reason)
-		w.a.countArmed()
+	if !changed {
+		return
+	}
+	w.log.Debug("guard state", "state", s.State, "reason", s.Reason)
+	// The agent-wide count moves by this store's own transition: counting
+	// every worker's guard here made starting N stores cost N².
+	switch now := s.State == control.GuardArmed; {
+	case now && !was:
+		w.a.armedDelta(1)
+	case was && !now:
+		w.a.armedDelta(-1)
 	}
 }
 
@@ -269,26 +277,20 @@ func (w *worker) guardLoad() {
 	}
 }
 
-func (a *Agent) countArmed() {
-	a.mu.Lock()
-	ws := make([]*worker, 0, len(a.workers))
-	for _, w := range a.workers {
-		ws = append(ws, w)
-	}
-	a.mu.Unlock()
-	n := 0
-	for _, w := range ws {
-		if s := w.guardState(); s != nil && s.State == control.GuardArmed {
-			n++
-		}
-	}
-	a.opts.Metrics.GuardArmed(n)
+// armedDelta moves the count of armed stores and its gauge.
+func (a *Agent) armedDelta(d int64) {
+	a.opts.Metrics.GuardArmedAdd(int(d))
+	a.armed.Add(d)
 }
+
+// Armed is how many stores' guards are armed now.
+func (a *Agent) Armed() int { return int(a.armed.Load()) }
 
 // guardState is the store's guard as status shows it; nil before the
 // worker's first check.
 func (w *worker) guardState() *control.GuardStatus {
 	gd := &w.guard
+	w.a.work.guardReads.Add(1)
 	gd.mu.Lock()
 	defer gd.mu.Unlock()
 	if !gd.set {

@@ -32,7 +32,14 @@ const EventGuardCheckpointed = "guard.checkpointed"
 // store meanwhile.
 func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 	g := w.guard.g
-	if g == nil || w.busy() || (sr != nil && len(sr.Holders) > 0) || !w.a.scanSawNoHolder(w.st.Path) {
+	if g == nil || w.busy() {
+		return
+	}
+	if (sr != nil && len(sr.Holders) > 0) || !w.a.scanSawNoHolder(w.st.Path) {
+		// Held: the reconcile walker checks again until the last
+		// holder is gone, even one that came and went between two
+		// reconciles.
+		w.recheck.Store(true)
 		return
 	}
 	ids := gen.IDs()
@@ -47,10 +54,12 @@ func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 	cp, err := store.CheckpointIdle(ctx, w.st.Path, ids)
 	if err != nil {
 		w.log.Warn("checkpoint of the idle store failed; retried at the next reconcile", "err", err)
+		w.recheck.Store(true)
 		return
 	}
 	if !cp.Done {
 		w.log.Debug("checkpoint of the idle store incomplete; retried at the next reconcile", "frames", cp.Frames, "backfilled", cp.Backfilled)
+		w.recheck.Store(true)
 		return
 	}
 	w.log.Info("idle store checkpointed: its committed rows are in the main file", "event", EventGuardCheckpointed)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stateguard/stateguard/control"
@@ -42,16 +43,23 @@ const restoreEndGrace = 2 * time.Second
 type restoreWindows struct {
 	mu sync.Mutex
 	m  map[string]control.RestoreIntent
+	// n is len(m), read without mu: every store's fast freeze asks, and
+	// almost always no window is open anywhere.
+	n atomic.Int64
 }
 
 // open returns the store's open window, dropping a lapsed one (and saying
 // so when nobody ended it).
 func (r *restoreWindows) open(store string, now time.Time, log *slog.Logger) (control.RestoreIntent, bool) {
+	if r.n.Load() == 0 {
+		return control.RestoreIntent{}, false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	in, ok := r.m[store]
 	if ok && !now.Before(in.Until) {
 		delete(r.m, store)
+		r.n.Store(int64(len(r.m)))
 		if !in.Ended {
 			log.Warn("restore window lapsed without an end", "event", EventRestoreEnd, "store", store, "pid", in.PID, "result", "lapsed")
 		}
@@ -67,6 +75,7 @@ func (r *restoreWindows) put(in control.RestoreIntent) {
 		r.m = map[string]control.RestoreIntent{}
 	}
 	r.m[in.Store] = in
+	r.n.Store(int64(len(r.m)))
 }
 
 // end closes pid's window on store after restoreEndGrace; false when

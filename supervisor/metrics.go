@@ -231,6 +231,13 @@ func (m *Metrics) GuardArmed(n int) {
 	}
 }
 
+// GuardArmedAdd moves the armed-guards gauge by one store's transition.
+func (m *Metrics) GuardArmedAdd(delta int) {
+	if m != nil {
+		m.guardArmed.Add(float64(delta))
+	}
+}
+
 // StallState moves the stalls gauge: +1 per stall.detected, -1 per
 // stall.cleared.
 func (m *Metrics) StallState(delta int) {

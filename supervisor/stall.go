@@ -129,6 +129,9 @@ func NewStallWatch(cfg StallConfig) *StallWatch {
 	return w
 }
 
+// Enabled reports whether the watch checks anything.
+func (w *StallWatch) Enabled() bool { return w != nil && w.cfg.Timeout > 0 }
+
 // Due reports whether StallCheckInterval has passed since storePath's last
 // Check, so a store's worker can ask on every wakeup.
 func (w *StallWatch) Due(storePath string, now time.Time) bool {

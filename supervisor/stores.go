@@ -11,8 +11,8 @@ import (
 )
 
 // The agent's view of its stores: discovery, the watches, the full holder
-// scan, and the two loops (watch events, reconcile ticks) that kick each
-// store's worker.
+// scan, and the event loop that kicks each store's worker (the reconcile
+// walker is walker.go).
 
 func (a *Agent) worker(key string) *worker {
 	a.mu.Lock()
@@ -27,6 +27,9 @@ func (a *Agent) addWorker(s store.Store) *worker {
 		return w
 	}
 	w := newWorker(a, s)
+	if a.startPauses != nil {
+		w.guard.pause, w.guard.loaded = a.startPauses[s.Key()], true
+	}
 	w.resumes = a.resumes[s.Key()]
 	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
@@ -34,30 +37,32 @@ func (a *Agent) addWorker(s store.Store) *worker {
 	return w
 }
 
-// refreshStores re-runs discovery, starts workers for new stores, retires
+// refreshStores re-runs discovery, starts workers for new stores whose
+// files exist (the others wait, watched, in pending: pending.go), retires
 // workers of stores that went away (unless they have an incident to
-// finish), and points the watcher at the result.
+// finish), and points the watcher at the result when it changed.
 func (a *Agent) refreshStores() error {
 	stores, problems := store.Discover(a.opts.Discover)
 	homes, _ := store.DiscoverHomes(a.opts.Discover)
 	a.mu.Lock()
+	homesSame := a.watchesSet && slices.EqualFunc(a.homes, homes, func(x, y store.Home) bool { return x.Root == y.Root })
 	a.problems, a.homes = problems, homes
-	seen := map[string]bool{}
-	var added []store.Store
+	seen := make(map[string]bool, len(stores))
+	var candidates []store.Store // not a worker (any more)
 	var removed []*worker
 	for _, s := range stores {
 		seen[s.Key()] = true
 		w, ok := a.workers[s.Key()]
 		switch {
 		case !ok:
-			added = append(added, s)
+			candidates = append(candidates, s)
 		case w.st.DirID != s.DirID && !w.busy():
 			// The directory was re-created: a new worker records the new
 			// one. A busy worker keeps the directory its incident began
 			// in, and its steps refuse the new one.
 			removed = append(removed, w)
 			delete(a.workers, s.Key())
-			added = append(added, s)
+			candidates = append(candidates, s)
 		}
 	}
 	for k, w := range a.workers {
@@ -66,6 +71,7 @@ func (a *Agent) refreshStores() error {
 			delete(a.workers, k)
 		}
 	}
+	newPending := a.prunePending(seen)
 	a.mu.Unlock()
 	a.opts.Metrics.StoresWatched(len(stores))
 	for _, w := range removed {
@@ -74,22 +80,55 @@ func (a *Agent) refreshStores() error {
 		a.opts.Metrics.ForgetStore(w.st.Path)
 		a.log.Info("store removed", "event", EventStoreRemoved, "store", w.st.Path, "profile", w.st.Profile)
 	}
-	for _, s := range added {
-		a.addWorker(s).kick(time.Now())
-		a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
+	added, pend := a.splitPresent(candidates)
+	newPending = a.addPending(pend) || newPending
+	a.startAll(added)
+	a.logProblems(problems)
+	if homesSame && len(added) == 0 && len(removed) == 0 && !newPending {
+		// Nothing to re-point: the watcher's own reconcile re-checks
+		// (and retries) every watched directory.
+		return nil
 	}
-	for _, p := range problems {
-		a.log.Warn("store skipped", "subsystem", "discovery", "path", p.Path, "err", p.Err, "hint", p.Hint)
-	}
-	return a.setWatches()
+	a.mu.Lock()
+	a.watchesSet = true
+	a.mu.Unlock()
+	err := a.setWatches()
+	// A store created between the lstat above and its directory's
+	// watch sent no event: look once more now that it is watched.
+	a.startAll(a.activatePresent(pend))
+	return err
 }
+
+// startAll starts a worker for each store and gives it its first check.
+// A start of many stores is said in one line, not one per store.
+func (a *Agent) startAll(ss []store.Store) {
+	now := time.Now()
+	for _, s := range ss {
+		a.addWorker(s).kick(now)
+		if len(ss) <= discoveredEach {
+			a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
+		}
+	}
+	if len(ss) > discoveredEach {
+		a.log.Info("stores discovered", "event", EventStoreDiscovered, "stores", len(ss), "first", ss[0].Path, "last", ss[len(ss)-1].Path)
+	}
+}
+
+// discoveredEach is how many stores found at once are logged one by one.
+const discoveredEach = 20
 
 func (a *Agent) setWatches() error {
 	a.mu.Lock()
-	targets := make([]watcher.Target, 0, len(a.workers))
+	targets := make([]watcher.Target, 0, len(a.workers)+len(a.pending))
+	target := func(s store.Store) watcher.Target {
+		base := filepath.Base(s.Path)
+		return watcher.Target{Key: s.Key(), Dir: s.Dir(), Names: []string{base, base + "-wal", base + "-shm"}}
+	}
 	for _, w := range a.workers {
-		base := filepath.Base(w.st.Path)
-		targets = append(targets, watcher.Target{Key: w.st.Key(), Dir: w.st.Dir(), Names: []string{base, base + "-wal", base + "-shm"}})
+		targets = append(targets, target(w.st))
+	}
+	for _, s := range a.pending {
+		targets = append(targets, target(s))
 	}
 	homes := make([]watcher.Home, 0, len(a.homes))
 	for _, h := range a.homes {
@@ -134,7 +173,9 @@ func (a *Agent) fullScan() *holders.Result {
 		return nil
 	}
 	a.opts.Metrics.ObserveScan(res.Took)
-	for _, sr := range res.Stores {
+	var unknown []*holders.StoreResult
+	for i := range res.Stores {
+		sr := &res.Stores[i]
 		counts := map[HolderKey]int{}
 		for _, p := range sr.Holders {
 			for _, f := range p.Files {
@@ -148,14 +189,34 @@ func (a *Agent) fullScan() *holders.Result {
 		was, seen := a.verdicts[sr.Target.Path]
 		a.verdicts[sr.Target.Path] = sr.Verdict
 		if sr.Verdict == holders.VerdictUnknown && (!seen || was != holders.VerdictUnknown) {
-			args := []any{"event", EventScanUnknown, "store", sr.Target.Path, "blind", len(sr.Blind)}
-			if len(sr.Blind) > 0 {
-				args = append(args, "first_pid", sr.Blind[0].Pid, "first_reason", sr.Blind[0].Reason)
-			}
-			a.log.Warn("holder scan cannot see every process that could open the store; its verdict is unknown", args...)
+			unknown = append(unknown, sr)
 		}
 	}
+	a.logUnknown(unknown)
 	return res
+}
+
+// logUnknown says once per scan which stores' verdicts became unknown:
+// one blind process usually makes every store unknown at once, and one
+// line per store made a 10,000-store start log 10,000 warnings.
+func (a *Agent) logUnknown(srs []*holders.StoreResult) {
+	if len(srs) == 0 {
+		return
+	}
+	first := srs[0]
+	args := []any{"event", EventScanUnknown, "stores", len(srs), "store", first.Target.Path, "blind", len(first.Blind)}
+	if len(first.Blind) > 0 {
+		args = append(args, "first_pid", first.Blind[0].Pid, "first_reason", first.Blind[0].Reason)
+	}
+	if len(srs) > 1 {
+		const sample = 5
+		paths := make([]string, 0, min(len(srs), sample))
+		for _, sr := range srs[:min(len(srs), sample)] {
+			paths = append(paths, sr.Target.Path)
+		}
+		args = append(args, "sample", paths, "hint", "agentctl status lists every store whose verdict is unknown")
+	}
+	a.log.Warn("holder scan cannot see every process that could open these stores; their verdict is unknown", args...)
 }
 
 // eventLoop turns watcher events into worker kicks.
@@ -173,10 +234,16 @@ func (a *Agent) eventLoop() {
 			case watcher.StoreChanged:
 				if w := a.worker(ev.Key); w != nil {
 					w.kick(ev.At)
+				} else {
+					a.activate(ev.Key, ev.At)
 				}
 			case watcher.HomeChanged:
-				if err := a.refreshStores(); err != nil {
-					a.log.Error("rediscovery failed", "err", err)
+				// Discovery lists a home's profiles: it runs on the
+				// walker, never here, so a store's event is never
+				// queued behind another home's flood of directories.
+				select {
+				case a.rediscoverC <- struct{}{}:
+				default:
 				}
 			case watcher.Reconcile:
 				// A full scan takes milliseconds to tens of them;
@@ -190,32 +257,4 @@ func (a *Agent) eventLoop() {
 			}
 		}
 	}
-}
-
-func (a *Agent) reconcileLoop() {
-	defer a.wg.Done()
-	for {
-		select {
-		case <-a.quit:
-			return
-		case <-a.reconcileC:
-			a.reconcile()
-		}
-	}
-}
-
-// reconcile is the safety net: rediscover, re-scan every process, and let
-// every worker compare what is at its paths with what it last saw.
-func (a *Agent) reconcile() {
-	if err := a.refreshStores(); err != nil {
-		a.log.Error("rediscovery failed", "err", err)
-	}
-	a.fullScan()
-	now := time.Now()
-	a.opts.Metrics.Reconciled(now)
-	a.mu.Lock()
-	for _, w := range a.workers {
-		w.kick(now)
-	}
-	a.mu.Unlock()
 }

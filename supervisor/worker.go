@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -41,6 +42,15 @@ type worker struct {
 	// that detection shares with modwatch's goroutine (rewrite.go).
 	watched fileid.ID
 	rws     rewriteState
+
+	stallAt time.Time // the stall check's next run (zero: at once)
+
+	// seen is the generation's identities as of the last check, for the
+	// reconcile walker to compare with what the full scan saw at the
+	// paths; recheck asks the walker to check the store again at the next
+	// reconcile (an idle checkpoint to retry).
+	seen    atomic.Pointer[fileid.Family]
+	recheck atomic.Bool
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
@@ -129,9 +139,21 @@ func (w *worker) run() {
 	}
 	w.resumes = nil
 	w.eng.Advance()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	// No ticker: an idle store costs nothing until an event, a reconcile
+	// or its own next deadline (wake) says otherwise.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var armedFor time.Time
 	for {
+		// An earlier deadline already armed stands, so a stream of
+		// kicks cannot keep pushing an open incident's tick away; a
+		// deadline that went away only costs one spurious wake.
+		if next := w.wake(time.Now()); !next.IsZero() && (armedFor.IsZero() || next.Before(armedFor)) {
+			timer.Stop()
+			armedFor = next
+			timer.Reset(max(time.Until(next), 0))
+		}
 		select {
 		case <-w.stop:
 			return
@@ -143,9 +165,10 @@ func (w *worker) run() {
 		case f := <-w.reqC:
 			f()
 			w.eng.Advance()
-		case now := <-tick.C:
+		case now := <-timer.C:
+			armedFor = time.Time{}
 			// Deadlines (terminate grace, retries after no space) are
-			// checked once a second; only incidents waiting on time do work.
+			// checked once a second while an incident is open.
 			if w.busy() {
 				w.eng.Advance()
 			}
@@ -155,13 +178,40 @@ func (w *worker) run() {
 	}
 }
 
+// wakeBusy is how often a store with an unfinished incident, or a guard
+// arm to retry, is looked at again.
+const wakeBusy = time.Second
+
+// wake is when the worker next has something to do by itself, zero for
+// never: once a second while an incident is open or a guard arm is to be
+// retried, when a guard pause ends, and when the stall check is due.
+func (w *worker) wake(now time.Time) time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if w.busy() || w.guard.retry {
+		at(now.Add(wakeBusy))
+	}
+	if p := w.guard.pause; p != nil {
+		at(p.Until)
+	}
+	if w.stallWanted() {
+		at(w.stallAt)
+	}
+	return next
+}
+
 // checkStall runs the stall watch when it is due. A store without a -wal
 // has no open connection to stall, and reading it would create one.
 func (w *worker) checkStall(now time.Time) {
 	sw := w.a.opts.Stall
-	if sw == nil || w.st.Kind != store.Hermes || !w.gen.WAL.Exists || !sw.Due(w.st.Path, now) {
+	if !w.stallWanted() || now.Before(w.stallAt) || !sw.Due(w.st.Path, now) {
 		return
 	}
+	w.stallAt = now.Add(StallCheckInterval)
 	events, err := sw.Check(w.a.ctx, w.st.Path, now)
 	if err != nil {
 		w.log.Debug("stall check", "err", err)
@@ -180,4 +230,11 @@ func (w *worker) checkStall(now time.Time) {
 			w.log.Info("stall cleared", args...)
 		}
 	}
+}
+
+// stallWanted reports whether the stall watch applies to this store now.
+// A store without a -wal has no open connection to stall, and reading it
+// would create one.
+func (w *worker) stallWanted() bool {
+	return w.a.opts.Stall.Enabled() && w.st.Kind == store.Hermes && w.gen.WAL.Exists
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -15,6 +16,7 @@ type dirState struct {
 	watched bool
 	fi      os.FileInfo // identity of the directory when its watch was added
 	errText string      // last error reported for it, so each is reported once
+	limited bool        // not watched: the watch limit was reached
 }
 
 // refresh makes the watch on d match what is at d now, and reports whether
@@ -50,13 +52,19 @@ func (w *Watcher) refresh(d string, st *dirState, watching map[string]bool) (boo
 	if st.watched {
 		w.disarm(d, st)
 	}
-	if err := w.fsw.Add(d); err != nil {
+	if err := w.add(d); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			return replaced, nil
+		}
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EMFILE) {
+			// Out of watches: counted and said once for all
+			// directories (limitReport), never one line each.
+			st.limited = true
 			return replaced, nil
 		}
 		return replaced, w.fail(d, st, fmt.Errorf("watch %s (check permissions and fs.inotify.max_user_watches): %w", d, err))
 	}
-	st.watched, st.fi, st.errText = true, fi, ""
+	st.watched, st.fi, st.errText, st.limited = true, fi, "", false
 	return true, nil
 }
 
@@ -132,12 +140,17 @@ func (w *Watcher) refreshAll() []dirErr {
 	if w.fsw == nil {
 		return nil
 	}
-	r := w.routes.Load()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
 	}
+	return w.refreshAllLocked()
+}
+
+// refreshAllLocked is refreshAll with w.mu held.
+func (w *Watcher) refreshAllLocked() []dirErr {
+	r := w.routes.Load()
 	watching := map[string]bool{}
 	for _, p := range w.fsw.WatchList() {
 		watching[p] = true
@@ -150,5 +163,27 @@ func (w *Watcher) refreshAll() []dirErr {
 			}
 		}
 	}
+	w.limitReport(r)
 	return errs
+}
+
+// limitReport says, once per change in the count, how many directories
+// are left unwatched by the kernel's watch limit. w.mu is held.
+func (w *Watcher) limitReport(r *routes) {
+	n := 0
+	for _, d := range r.dirs {
+		if st := w.dirs[d]; st != nil && st.limited && !st.watched {
+			n++
+		}
+	}
+	if n == w.limited {
+		return
+	}
+	w.limited = n
+	if n == 0 {
+		w.log.Info("every directory is watched again", "event", EventWatchLimit, "unwatched", 0)
+		return
+	}
+	w.log.Error("watch limit reached: some store directories are not watched", "event", EventWatchLimit,
+		"unwatched", n, "needed", len(r.dirs), "limit", watchLimit(), "hint", limitHint)
 }

@@ -29,6 +29,9 @@ const (
 	DefaultBuffer = 256
 )
 
+// maxSetErrors is how many unwatched directories Set's error names.
+const maxSetErrors = 10
+
 // ErrClosed is returned by Set after Close.
 var ErrClosed = errors.New("watcher closed")
 
@@ -51,9 +54,12 @@ type Config struct {
 // Watcher turns directory watches into typed events. Its methods are safe
 // for concurrent use.
 type Watcher struct {
-	cfg    Config
-	log    *slog.Logger
-	fsw    *fsnotify.Watcher // nil with DisableNotify
+	cfg Config
+	log *slog.Logger
+	fsw *fsnotify.Watcher // nil with DisableNotify
+	// add adds one directory watch: fsw.Add, or a test's stand-in that
+	// runs out of watches.
+	add    func(string) error
 	events chan Event
 	reqC   chan struct{}
 	stop   chan struct{}
@@ -63,10 +69,19 @@ type Watcher struct {
 
 	closeOnce sync.Once
 
-	mu     sync.Mutex // guards dirs and closed; held across fsnotify Add/Remove
-	dirs   map[string]*dirState
-	closed bool
+	mu      sync.Mutex // guards dirs, limited and closed; held across fsnotify Add/Remove
+	dirs    map[string]*dirState
+	limited int  // directories not watched for the watch limit, as last reported
+	over    bool // the last Set needed more watches than the limit
+	closed  bool
 }
+
+// EventWatchLimit: the kernel's watch limit left store directories
+// unwatched (or, with unwatched=0, they are all watched again).
+const EventWatchLimit = "watch.limit"
+
+// Limit is the kernel's watch limit per user, 0 when unknown (not Linux).
+func Limit() int { return watchLimit() }
 
 // stats are read by tests to wait on what the loop has seen.
 type stats struct {
@@ -104,7 +119,7 @@ func New(cfg Config) (*Watcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start fsnotify (raise fs.inotify.max_user_instances if exhausted): %w", err)
 		}
-		w.fsw = fsw
+		w.fsw, w.add = fsw, fsw.Add
 	}
 	l := newLoop(w)
 	go l.run()
@@ -133,6 +148,15 @@ func (w *Watcher) Set(targets []Target, homes []Home) error {
 	if w.closed {
 		return ErrClosed
 	}
+	// Checked against the limit before adding any: the count alone says
+	// the watches cannot all be had, whatever else the user runs.
+	if lim := watchLimit(); lim > 0 && len(r.dirs) > lim != w.over {
+		w.over = !w.over
+		if w.over {
+			w.log.Error("more directories to watch than the kernel allows this user", "event", EventWatchLimit,
+				"needed", len(r.dirs), "limit", lim, "hint", limitHint)
+		}
+	}
 	// Publish first: events for dropped directories stop matching before
 	// their watches go.
 	w.routes.Store(r)
@@ -147,6 +171,7 @@ func (w *Watcher) Set(targets []Target, homes []Home) error {
 		}
 	}
 	var errs []error
+	failed := 0
 	for _, d := range r.dirs {
 		st := w.dirs[d]
 		if st == nil {
@@ -154,8 +179,14 @@ func (w *Watcher) Set(targets []Target, homes []Home) error {
 			w.dirs[d] = st
 		}
 		if _, err := w.refresh(d, st, nil); err != nil {
-			errs = append(errs, err)
+			if failed++; failed <= maxSetErrors {
+				errs = append(errs, err)
+			}
 		}
+	}
+	w.limitReport(r)
+	if failed > maxSetErrors {
+		errs = append(errs, fmt.Errorf("and %d more directories not watched", failed-maxSetErrors))
 	}
 	return errors.Join(errs...)
 }

@@ -134,13 +134,16 @@ func scanRule(path string, getenv func(string) string) (holders.Rule, error) {
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet) {
-	printUsage(w, fs, `usage: agentctl status [--json] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]
+	printUsage(w, fs, fmt.Sprintf(`usage: agentctl status [--json] [--all] [--home DIR]... [--profile NAME]... [--socket PATH] [--config FILE]
 
 Shows every store with its generation, the processes holding it and, when
 agentd runs, its open incidents. Without agentd it scans the host itself,
 judging processes it cannot inspect by the config's verdict rule (locks:
 another user's process holding no lock on the store does not count).
-`, `Exit codes: 0 every store clear or held only by current holders, 1 error,
+With more than %d stores it prints a summary (counts by verdict, guard
+state, open incidents, queued replays) and then only the stores that need
+attention; --all prints every store. --json always has every store.
+`, summaryAbove), `Exit codes: 0 every store clear or held only by current holders, 1 error,
 2 usage, 3 an orphan holder, an unknown verdict or uninspected processes
 that the rule counts.
 `)
@@ -151,6 +154,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	var sc scope
 	sc.register(v.fs)
 	asJSON := v.fs.Bool("json", false, "print the status as JSON (shape: version 1.1, see the README)")
+	all := v.fs.Bool("all", false, fmt.Sprintf("print every store in full, even when there are more than %d (default: a summary, then only the stores needing attention)", summaryAbove))
 	if _, code, ok := v.parseN(args, 0); !ok {
 		return code
 	}
@@ -162,6 +166,8 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		if code := v.printJSON(st); code != exitOK {
 			return code
 		}
+	} else if len(st.Stores) > summaryAbove && !*all {
+		printSummary(e.stdout, st)
 	} else {
 		printStatus(e.stdout, st)
 	}

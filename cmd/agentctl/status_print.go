@@ -24,6 +24,11 @@ func printStatus(w io.Writer, st control.Status) {
 		}
 		printStore(w, s, st.Daemon.Running)
 	}
+	printTail(w, st)
+}
+
+// printTail writes the problems and the daemon line.
+func printTail(w io.Writer, st control.Status) {
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Problems:")

@@ -21,7 +21,7 @@ func agentOptions(c *service.Config, log *slog.Logger) supervisor.Options {
 		Exclude:         c.Exclude,
 		CaptureMaxBytes: int64(c.Capture.MaxBytes),
 		Logger:          log,
-		Discover:        store.DiscoverOptions{ExtraHomes: c.Homes},
+		Discover:        store.DiscoverOptions{ExtraHomes: c.Homes, MaxProfiles: c.MaxProfilesPerHome},
 		Guard:           c.Guard == nil || *c.Guard,
 		Verdict:         c.Verdict,
 		StoreGuard:      map[string]bool{},

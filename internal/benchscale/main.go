@@ -1,0 +1,141 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
+)
+
+type options struct {
+	sizes     []int
+	idle      time.Duration
+	trials    int
+	reconcile time.Duration
+	base      string
+	keep      bool
+}
+
+func main() {
+	var o options
+	sizes := flag.String("n", "100,1000,10000", "store counts, comma-separated")
+	big := flag.Bool("n100k", false, "also measure 100,000 stores")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle CPU window")
+	flag.IntVar(&o.trials, "trials", 50, "freeze trials per store count")
+	flag.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "agentd's reconcile interval (its default is 10s)")
+	flag.StringVar(&o.base, "base", "", "also measure agentd as of this commit (a baseline), first")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temp directories")
+	flag.Parse()
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "benchscale: -n: %q is not a store count\n", s)
+			os.Exit(2)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	if *big {
+		o.sizes = append(o.sizes, 100_000)
+	}
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
+		os.Exit(1)
+	}
+}
+
+// build is one agentd binary to measure.
+type build struct {
+	name, bin string
+}
+
+func run(o options, out io.Writer) error {
+	root, err := os.MkdirTemp("", "stateguard-benchscale-")
+	if err != nil {
+		return err
+	}
+	if !o.keep {
+		defer os.RemoveAll(root)
+	}
+	bin := filepath.Join(root, "bin")
+	writer := filepath.Join(bin, "writer")
+	if err := hermestest.BuildWriter(writer); err != nil {
+		return err
+	}
+	var builds []build
+	if o.base != "" {
+		b, err := buildBase(o.base, root)
+		if err != nil {
+			return err
+		}
+		builds = append(builds, b)
+	}
+	head := filepath.Join(bin, "agentd")
+	if b, err := exec.Command("go", "build", "-o", head, "./cmd/agentd").CombinedOutput(); err != nil {
+		return fmt.Errorf("build agentd (run from the repository root): %v\n%s", err, b)
+	}
+	builds = append(builds, build{name: "this tree", bin: head})
+	for _, b := range builds {
+		var rows []row
+		for _, n := range o.sizes {
+			r, err := measure(o, b, n, writer, filepath.Join(root, fmt.Sprintf("%s-%d", filepath.Base(b.bin), n)))
+			if err != nil {
+				return fmt.Errorf("%s, %d stores: %w", b.name, n, err)
+			}
+			fmt.Fprintf(os.Stderr, "benchscale: %s, %d stores done\n", b.name, n)
+			rows = append(rows, r)
+		}
+		printTable(out, b.name, o, rows)
+	}
+	return nil
+}
+
+// buildBase builds agentd from an earlier commit of this repository.
+func buildBase(commit, root string) (build, error) {
+	tree := filepath.Join(root, "base-src")
+	if err := os.MkdirAll(tree, 0o700); err != nil {
+		return build{}, err
+	}
+	sh := fmt.Sprintf("git archive %q | tar -x -C %q", commit, tree)
+	if b, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
+		return build{}, fmt.Errorf("export %s: %v\n%s", commit, err, b)
+	}
+	bin := filepath.Join(root, "bin", "agentd-base")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agentd")
+	cmd.Dir = tree
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return build{}, fmt.Errorf("build agentd at %s: %v\n%s", commit, err, b)
+	}
+	return build{name: "base " + commit, bin: bin}, nil
+}
+
+func printTable(out io.Writer, name string, o options, rows []row) {
+	fmt.Fprintf(out, "\nagentd (%s): idle window %v, reconcile %v, %d freeze trials\n", name, o.idle, o.reconcile, o.trials)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stores\tstart\tidle CPU\tRSS\tpeak RSS\twatches\treconcile p50\tp99\tfreeze p50\tp99\tagent p50\tp99\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%.2f%%\t%d MB\t%d MB\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.stores, dur(r.start), r.idleCPU,
+			r.rssKB/1024, r.peakKB/1024, r.watches, ms(r.reconcile, 50), ms(r.reconcile, 99),
+			ms(r.freeze, 50), ms(r.freeze, 99), ms(r.agentFreeze, 50), ms(r.agentFreeze, 99))
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "(freeze: rename(2) until the writer is seen stopped from outside; agent: its holder.frozen latency_ms)")
+	if len(rows) > 0 && rows[len(rows)-1].stores > store.DefaultMaxProfiles {
+		fmt.Fprintf(out, "(past %d profiles in one home the rest are not watched: max_profiles_per_home)\n", store.DefaultMaxProfiles)
+	}
+}
+
+func dur(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
