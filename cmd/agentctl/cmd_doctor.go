@@ -14,13 +14,8 @@ import (
 	"github.com/stateguard/stateguard/service"
 )
 
-func runDoctorVerb(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	asJSON := fs.Bool("json", false, "print the checks as JSON")
-	configPath := fs.String("config", "", "agentd's config file (default "+service.SystemConfigPath+" as root, $XDG_CONFIG_HOME/stateguard/agent.toml otherwise)")
-	fs.Usage = func() {
-		printUsage(e.stderr, fs, `usage: agentctl doctor [--json] [--config FILE]
+func doctorUsage(w io.Writer, fs *flag.FlagSet) {
+	printUsage(w, fs, `usage: agentctl doctor [--json] [--config FILE]
 
 Checks privileges, /proc hidepid, the holder verdict rule (and what this
 privilege level can see and freeze), inotify limits, the embedded SQLite, the
@@ -28,13 +23,15 @@ config, the daemon, the service install, the state directory, every store's
 owner and mode, waiting captures and failing replay jobs.
 `, `Exit codes: 0 nothing needs action (warnings may remain), 1 something failed, 2 usage.
 `)
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "agentctl doctor: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+}
+
+func runDoctorVerb(ctx context.Context, e *env, args []string) int {
+	v := newVerb(e, "doctor", doctorUsage)
+	fs := v.fs
+	asJSON := fs.Bool("json", false, "print the checks as JSON")
+	configPath := fs.String("config", "", "agentd's config file (default "+service.SystemConfigPath+" as root, $XDG_CONFIG_HOME/stateguard/agent.toml otherwise)")
+	if _, code, ok := v.parseN(args, 0); !ok {
+		return code
 	}
 	in := defaultDoctorInput(e.getenv)
 	if *configPath != "" {

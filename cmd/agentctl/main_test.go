@@ -30,3 +30,22 @@ func TestNoDaemonInAgentctl(t *testing.T) {
 		}
 	}
 }
+
+// Every verb's -h goes to stdout, exits 0 and lists its flags: the flag set
+// is silenced while parsing, which once hid every flag list.
+func TestEveryVerbHelpListsFlags(t *testing.T) {
+	for _, c := range commands {
+		t.Run(c.name, func(t *testing.T) {
+			r := ctl(t, noDaemon(t), c.name, "-h")
+			if r.code != exitOK {
+				t.Fatalf("agentctl %s -h: exit %d, want 0\nstderr: %s", c.name, r.code, r.stderr)
+			}
+			if !strings.HasPrefix(r.stdout, "usage: agentctl "+c.name) {
+				t.Fatalf("agentctl %s -h: stdout does not start with its usage line:\n%s", c.name, r.stdout)
+			}
+			if !strings.Contains(r.stdout, "\n  -") {
+				t.Fatalf("agentctl %s -h: no flag listed:\n%s", c.name, r.stdout)
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ func newVerb(e *env, name string, usage func(io.Writer, *flag.FlagSet)) *verb {
 func (v *verb) parse(args []string, check func(pos []string) string) (pos []string, code int, ok bool) {
 	pos, err := flagsAnywhere(v.fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		v.usage(v.e.stdout, v.fs)
+		v.printUsage(v.e.stdout)
 		return nil, exitOK, false
 	}
 	msg := ""
@@ -61,8 +61,17 @@ func (v *verb) parseN(args []string, n int) ([]string, int, bool) {
 // returns the usage exit code.
 func (v *verb) usageError(msg string) int {
 	fmt.Fprintf(v.e.stderr, "agentctl %s: %s\n\n", v.fs.Name(), msg)
-	v.usage(v.e.stderr, v.fs)
+	v.printUsage(v.e.stderr)
 	return exitUsage
+}
+
+// printUsage prints the verb's usage with its flag list to w. The flag set
+// is silent while parsing (its errors are worded by parse), so it must be
+// pointed at w for PrintDefaults to print anything.
+func (v *verb) printUsage(w io.Writer) {
+	v.fs.SetOutput(w)
+	defer v.fs.SetOutput(io.Discard)
+	v.usage(w, v.fs)
 }
 
 // fail prints err and returns the error exit code.
