@@ -220,10 +220,17 @@ func (s *procScanner) observe(fd int, path []byte, f statFacts, pass fdPass) (ob
 
 // dropReused drops the observations of an inode that an earlier
 // generation had but that was born since: the number was freed and
-// reused for an unrelated file. Only those inodes cost a statx.
+// reused for an unrelated file. The same goes for a current file seen
+// under a name none of its roles has: the file at the path when the scan
+// lstat'ed it may have been unlinked since and its number reused (a
+// profile's -wal removed by its closer, the next profile's state.db
+// created) before this process was read. Only those inodes cost a statx.
 func (s *procScanner) dropReused(pd int) {
 	s.obs = slices.DeleteFunc(s.obs, func(o observation) bool {
 		want, ok := s.w.pastBirth(o.id)
+		if !ok {
+			want, ok = s.w.currentElsewhere(o)
+		}
 		if !ok {
 			return false
 		}

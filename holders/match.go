@@ -129,6 +129,13 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		if slices.ContainsFunc(w.ids[k.ID], func(r idRef) bool { return r.store == i }) {
 			continue // current in this store: identity at the path wins
 		}
+		if b := w.birth[k.ID]; b != 0 && k.Birth != 0 && b != k.Birth {
+			// The number is another store's current file now, born after
+			// the one remembered: freed and reused (a profile created
+			// right after another closed its store). Holding it is
+			// holding that store, not this one's past generation.
+			continue
+		}
 		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth})
 	}
 	return w
@@ -148,6 +155,23 @@ func (w *watch) pastBirth(id fileid.ID) (int64, bool) {
 		}
 	}
 	return birth, birth != 0
+}
+
+// currentElsewhere returns the birth time of the current file numbered
+// o.id when o, seen in the scan's own mount namespace through an fd, names
+// it by a path that is none of the paths it is current at (a hard link or
+// a rename aside would, and are told apart by the birth as well).
+func (w *watch) currentElsewhere(o observation) (int64, bool) {
+	birth, ok := w.birth[o.id]
+	if !ok || !o.own || o.fd < 0 {
+		return 0, false
+	}
+	for _, r := range w.ids[o.id] {
+		if r.current && r.path == o.path {
+			return 0, false
+		}
+	}
+	return birth, true
 }
 
 func (w *watch) storeIndex(path string) int {

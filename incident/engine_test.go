@@ -232,6 +232,30 @@ var scenarios = []scenario{
 			t.Fatalf("quarantined %v, rewriter %+v, salvage %+v", inc.Detail.Quarantined, inc.Detail.Rewriter, inc.Detail.Salvage)
 		}
 	}},
+	{name: "read-only holders are pinned, never signalled", want: resolved, run: func(r *rig) string {
+		id := r.open(journal.KindReplaced, PolicyKill, r.reader(118), r.reader(119))
+		r.eng.Advance()
+		if inc := r.incident(id); inc.State.Rank() < captured.Rank() {
+			r.t.Fatalf("an incident with only running readers is %s; it must not wait for them", inc.State)
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantSignals(t, r)
+		if inc.Policy != "none" || len(inc.Detail.Holders) != 2 || !inc.Detail.Holders[0].ReadOnly {
+			t.Fatalf("policy %q holders %+v: want none, both recorded read-only", inc.Policy, inc.Detail.Holders)
+		}
+		if !r.procs.Alive(holders.ProcRef{Pid: 118, StartTicks: 118 * 7}) {
+			t.Fatal("a read-only holder is gone")
+		}
+	}},
+	{name: "a writer and a reader: only the writer is killed", want: resolved, run: func(r *rig) string {
+		return r.open(journal.KindReplaced, PolicyKill, r.writer(120, true, false), r.reader(121))
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		wantSignals(t, r, "kill 120")
+		if h := inc.Detail.Holders[1]; !h.ReadOnly || h.Released != "" {
+			t.Fatalf("reader recorded %+v", h)
+		}
+	}},
 	{name: "foreign sidecars nobody holds", want: resolved, run: func(r *rig) string {
 		r.eng.Open(Opening{Kind: journal.KindMispaired, Policy: PolicyObserve, At: r.now,
 			Quarantine: map[string]fileid.ID{"-wal": {Dev: 1, Ino: 5}}})

@@ -32,7 +32,9 @@ type fakeProc struct {
 	// exitOnTerm: SIGTERM makes it exit (a well-behaved writer); else it
 	// ignores SIGTERM and only SIGKILL ends it.
 	exitOnTerm bool
-	gone       chan struct{}
+	// readOnly: every fd it has on the store is read-only.
+	readOnly bool
+	gone     chan struct{}
 }
 
 type fakeProcs struct {
@@ -346,12 +348,24 @@ func (r *rig) writer(pid int, stopped, exitOnTerm bool) *fakeProc {
 	return p
 }
 
+// reader adds a process that holds the orphan's main read-only, running.
+func (r *rig) reader(pid int) *fakeProc {
+	p := r.writer(pid, false, false)
+	p.readOnly = true
+	p.files = p.files[:1]
+	return p
+}
+
 // open opens an incident of kind for the given holders.
 func (r *rig) open(kind journal.Kind, policy Policy, ps ...*fakeProc) string {
 	r.t.Helper()
 	o := Opening{Kind: kind, Policy: policy, Frozen: map[int]time.Time{}, At: r.now}
 	for _, p := range ps {
-		o.Orphans = append(o.Orphans, holders.Process{Pid: p.ref.Pid, StartTicks: p.ref.StartTicks, Exe: "/usr/bin/writer", Files: p.files})
+		hp := holders.Process{Pid: p.ref.Pid, StartTicks: p.ref.StartTicks, Exe: "/usr/bin/writer", Files: p.files}
+		if p.readOnly {
+			hp.Access = holders.AccessRead
+		}
+		o.Orphans = append(o.Orphans, hp)
 		if p.state == 'T' {
 			o.Frozen[p.ref.Pid] = r.now
 		}

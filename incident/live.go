@@ -105,6 +105,10 @@ type holder struct {
 	exe    string
 	files  []holders.Held
 	frozen bool // stopped by the agent (SIGSTOP outlives the agent)
+	// readOnly: it cannot write the orphan (holders.Process.MayWrite is
+	// false), so it is pinned and reported but never signalled, and the
+	// incident does not wait for it to exit.
+	readOnly bool
 }
 
 // pin is one of the agent's read-only fds on an orphaned inode. While it
@@ -134,6 +138,18 @@ func (li *live) holds(ref holders.ProcRef) bool {
 		}
 	}
 	return false
+}
+
+// writers are the holders that may write the orphan: the only ones the
+// incident signals or waits for.
+func (li *live) writers() []holder {
+	var out []holder
+	for _, h := range li.holders {
+		if !h.readOnly {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (li *live) anyFrozen() bool {
@@ -192,6 +208,17 @@ func sameStamps(a, b []fileStamp) bool {
 		}
 	}
 	return true
+}
+
+// readerPids lists the read-only holders, for the events that report them.
+func readerPids(hs []holder) []int {
+	out := []int{}
+	for _, h := range hs {
+		if h.readOnly {
+			out = append(out, h.ref.Pid)
+		}
+	}
+	return out
 }
 
 func holderPids(hs []holder) []int {

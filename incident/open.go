@@ -82,7 +82,7 @@ func (e *Engine) Open(o Opening) {
 	li.id, li.state = inc.ID, inc.State
 	for _, p := range o.Orphans {
 		_, fr := o.Frozen[p.Pid]
-		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr})
+		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: !p.MayWrite()})
 	}
 	if e.st.Kind == store.Hermes {
 		e.markHermesDiverts(li)
@@ -91,7 +91,8 @@ func (e *Engine) Open(o Opening) {
 	e.d.Metrics.IncidentState(string(li.kind), string(li.state), 1)
 	e.add(li)
 	e.emit(slog.LevelError, "orphaned generation under a live process", EventIncidentOpened, li,
-		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders))
+		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders),
+		"read_only", readerPids(li.holders))
 	for _, h := range li.holders {
 		if t, ok := o.Frozen[h.ref.Pid]; ok {
 			e.d.Metrics.ObserveFreeze(t.Sub(o.At))
@@ -108,13 +109,13 @@ func (e *Engine) Open(o Opening) {
 
 // incidentRecord is the journal's record of a new incident.
 func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
-	policy := string(o.Policy)
-	if len(o.Orphans) == 0 {
-		policy = "none" // nobody to release
-	}
+	policy := "none" // nobody to release: no holder, or only read-only ones
 	var recs []journal.HolderRecord
 	for _, p := range o.Orphans {
-		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe}
+		if p.MayWrite() {
+			policy = string(o.Policy)
+		}
+		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: !p.MayWrite()}
 		_, hr.Frozen = o.Frozen[p.Pid]
 		for _, f := range p.Files {
 			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID})

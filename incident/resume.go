@@ -49,7 +49,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 	preRelease := (li.state.Rank() >= 0 && li.state.Rank() < released.Rank()) ||
 		(li.state == needsAction && li.prev.Rank() >= 0 && li.prev.Rank() < released.Rank())
 	switch {
-	case preRelease && li.policy == PolicyHold:
+	case preRelease && li.policy == PolicyHold && len(li.writers()) > 0:
 		li.wait = pending{why: WaitHold}
 	case !preRelease:
 		// Released before the restart: a terminate already sent SIGTERM;
@@ -58,7 +58,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 		if li.policy == PolicyTerminate {
 			li.wait = pending{why: WaitGrace, until: e.d.Now().Add(e.policies().GraceOrDefault())}
 		}
-		for _, h := range li.holders {
+		for _, h := range li.writers() {
 			e.watchExit(h.ref)
 		}
 	}
@@ -115,7 +115,7 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 			continue
 		}
 		li.holders = append(li.holders, holder{ref: holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks},
-			exe: p.Exe, files: p.Files, frozen: hr.Frozen})
+			exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
 	}
 }
 

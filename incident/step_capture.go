@@ -65,18 +65,19 @@ func (e *Engine) stepRetry(li *live) {
 	switch {
 	case li.policy == PolicyHold:
 		li.wait = pending{why: WaitHold}
-	case len(li.holders) == 0:
-		e.enter(li, released, journal.Step{Name: journal.StepReleased,
-			Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}}, nil)
+	case len(li.writers()) == 0:
+		e.releasedNone(li)
 	case e.captureEarly(li):
 		e.signal(li, li.policy)
 	}
 }
 
-// alive lists the holders that still exist (same pid, same start).
+// alive lists the writers that still exist (same pid, same start). A
+// read-only holder may keep the orphan open for as long as it likes: it
+// cannot change it, so the capture does not wait for it.
 func (e *Engine) alive(li *live) []holders.ProcRef {
 	var out []holders.ProcRef
-	for _, h := range li.holders {
+	for _, h := range li.writers() {
 		if e.d.Procs.Alive(h.ref) {
 			out = append(out, h.ref)
 		}

@@ -70,9 +70,8 @@ func (e *Engine) stepRelease(li *live) {
 		return
 	}
 	switch {
-	case len(li.holders) == 0:
-		e.enter(li, released, journal.Step{Name: journal.StepReleased,
-			Detail: map[string]any{"how": "none", "reason": "no process held the orphan"}}, nil)
+	case len(li.writers()) == 0:
+		e.releasedNone(li)
 	case li.policy == PolicyHold:
 		li.wait = pending{why: WaitHold}
 	case li.anyFrozen() && !e.captureEarly(li):
@@ -84,6 +83,18 @@ func (e *Engine) stepRelease(li *live) {
 	default:
 		e.signal(li, li.policy)
 	}
+}
+
+// releasedNone moves an incident no process can write to released
+// without signalling anyone: nobody held the orphan, or only read-only
+// holders did, which keep running.
+func (e *Engine) releasedNone(li *live) {
+	reason := "no process held the orphan"
+	if len(li.holders) > 0 {
+		reason = "only read-only holders, never signalled"
+	}
+	e.enter(li, released, journal.Step{Name: journal.StepReleased,
+		Detail: map[string]any{"how": "none", "reason": reason, "read_only": readerPids(li.holders)}}, nil)
 }
 
 // captureEarly captures the orphan while every holder is stopped, before
@@ -100,7 +111,7 @@ func (e *Engine) captureEarly(li *live) bool {
 		return true // nothing pinned, nothing to copy: the final capture step says so
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
-	for _, h := range li.holders {
+	for _, h := range li.writers() {
 		if err := e.d.Procs.WaitStopped(ctx, h.ref); err != nil && !errors.Is(err, holders.ErrProcessGone) {
 			cancel()
 			e.log.Warn("holder not stopped; no capture before release", "incident", li.id, "pid", h.ref.Pid, "err", err)
@@ -142,7 +153,7 @@ func (e *Engine) retryLater(li *live, msg string) {
 // released.
 func (e *Engine) signal(li *live, policy Policy) {
 	how := string(policy)
-	for _, h := range li.holders {
+	for _, h := range li.writers() {
 		var err error
 		switch policy {
 		case PolicyTerminate:
@@ -173,7 +184,9 @@ func (e *Engine) signal(li *live, policy Policy) {
 		func(inc *journal.Incident) {
 			inc.Policy = how
 			for i := range inc.Detail.Holders {
-				inc.Detail.Holders[i].Released = how
+				if !inc.Detail.Holders[i].ReadOnly {
+					inc.Detail.Holders[i].Released = how
+				}
 			}
 		})
 }

@@ -97,7 +97,11 @@ type HolderRecord struct {
 	Exe        string       `json:"exe,omitempty"`
 	Files      []HolderFile `json:"files,omitempty"`
 	Frozen     bool         `json:"frozen,omitempty"`
-	Released   string       `json:"released,omitempty"` // how: terminate, kill, resume, exited
+	// ReadOnly: every fd and mapping it had on the orphan was read-only,
+	// so it cannot write the orphaned generation; it is pinned and
+	// reported, never signalled.
+	ReadOnly bool   `json:"read_only,omitempty"`
+	Released string `json:"released,omitempty"` // how: terminate, kill, resume, exited
 }
 
 // HolderFile is one orphan inode a holder has open or mapped.

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"errors"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -97,7 +99,7 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 	sr, err := w.a.cache.Targeted(w.target, pids...)
 	if err != nil {
 		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
-		w.thawAll(frozen)
+		w.thawAll(frozen, "the confirming scan failed")
 		return nil, false
 	}
 	return sr, true
@@ -107,12 +109,16 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 // at its path once the scan is over (orphansNow), that no incident of the
 // store handles yet and that are not an announced restore's own process
 // (it holds the old files on purpose; anyone else it orphans is still
-// protected). Whatever the fast path froze that the fresh scan does not
-// confirm as such an orphan goes back to running at once.
+// protected), and that is not SQLite's own last closer of the store.
+// Whatever the fast path froze that the fresh scan does not confirm as a
+// process that may write such an orphan goes back to running at once,
+// with a holder.thawed event saying why.
 func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []holders.Process {
 	var orphans []holders.Process
-	for _, p := range orphansNow(sr.Orphans(), w.readGeneration()) {
-		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) {
+	now := w.readGeneration()
+	closer := closingPid(w.st.Path, now)
+	for _, p := range orphansNow(sr.Orphans(), now) {
+		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) {
 			orphans = append(orphans, p)
 		}
 	}
@@ -121,12 +127,30 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 			delete(frozen, pid) // an incident froze it too, and releases it
 			continue
 		}
-		if p := findPid(orphans, pid); p == nil || p.StartTicks != f.ref.StartTicks {
-			_ = holders.Thaw(f.ref)
-			delete(frozen, pid)
+		p := findPid(orphans, pid)
+		var why string
+		switch {
+		case p == nil || p.StartTicks != f.ref.StartTicks:
+			why = "the confirming scan shows it holding no orphaned inode"
+		case !p.MayWrite():
+			why = "it holds the orphan read-only"
+		default:
+			continue
 		}
+		w.thaw(pid, f, why)
+		delete(frozen, pid)
 	}
 	return orphans
+}
+
+// thaw resumes a process this check stopped and says why.
+func (w *worker) thaw(pid int, f frozenProc, why string) {
+	err := holders.Thaw(f.ref)
+	if errors.Is(err, holders.ErrProcessGone) {
+		return
+	}
+	w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
+		"stopped_ms", float64(time.Since(f.at).Microseconds())/1000, "err", err)
 }
 
 // orphansNow keeps the orphans that hold an inode that is not the one at
@@ -150,11 +174,13 @@ func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenPr
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
-		w.thawAll(frozen) // the fast path guessed another kind
+		w.thawAll(frozen, "the incident's policy is observe") // the fast path guessed another kind
 	}
 	for i := range orphans {
 		p := &orphans[i]
-		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) {
+		// A read-only holder cannot write the orphan: it is pinned and
+		// reported by the incident, never signalled.
+		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() {
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
@@ -215,26 +241,90 @@ func (w *worker) readGeneration() store.Generation {
 }
 
 // fastFreeze stops, from the holder cache alone, every process the last
-// scan saw holding an inode that is not the one at its path in gen; the
-// targeted re-scan confirms or thaws afterwards.
+// scan saw able to write an inode that is not the one at its path in gen
+// and that still holds it now (one stat per fd: the cache is older than
+// the change, and SQLite's own last closer has closed its -wal before it
+// unlinks it); the targeted re-scan confirms or thaws afterwards. A
+// process that only reads the store is never stopped, nor one that is
+// closing the store as its last connection.
 func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 	known, ok := w.a.cache.Known(w.target)
 	if !ok {
 		return
 	}
 	pol := w.a.policies(w.st.Path)
+	closer := -1 // not asked yet
 	for i := range known.Holders {
 		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
-		if pol.For(guessKind(p, gen)) == incident.PolicyObserve {
+		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
+			continue
+		}
+		if closer < 0 {
+			closer = closingPid(w.st.Path, gen)
+		}
+		if isCloser(p, gen, closer) {
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
 			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
 		}
 	}
+}
+
+// stillHoldsStale reports whether p still holds, now, one of the inodes
+// the cache says it holds that is not at its path in g.
+func stillHoldsStale(p *holders.Process, g store.Generation) bool {
+	for _, f := range p.Files {
+		if cur := fileOf(g, f.Role); (!cur.Exists || cur.ID != f.ID) && holders.StillHolds(p, f.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// closingPid is the pid of a process holding the main at the path in g
+// EXCLUSIVE (holders.ExclusiveLocker), 0 when none does or it cannot be
+// told. The open never follows a symlink and never blocks on a FIFO.
+func closingPid(path string, g store.Generation) int {
+	if !g.Main.Exists || !g.Main.Regular() {
+		return 0
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close() // the agent's SQLite uses OFD locks: this close cancels none
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fileid.Of(fi).ID != g.Main.ID {
+		return 0
+	}
+	pid, _ := holders.ExclusiveLocker(f)
+	return pid
+}
+
+// isCloser reports whether p is SQLite's last closer of the store, caught
+// between unlinking its own -shm and closing it: it holds the current
+// main EXCLUSIVE (pid closer) and a -shm (a connection in
+// locking_mode=EXCLUSIVE, the other way to hold it so, uses none), and
+// every inode it holds that is not at its path is a sidecar. Stopping it
+// would only stop a clean close; a writer whose sidecars someone else
+// unlinked never holds the main EXCLUSIVE.
+func isCloser(p *holders.Process, g store.Generation, closer int) bool {
+	if closer <= 0 || p.Pid != closer {
+		return false
+	}
+	shm := false
+	for _, f := range p.Files {
+		switch {
+		case f.Role == holders.RoleMain && (!g.Main.Exists || f.ID != g.Main.ID):
+			return false
+		case f.Role == holders.RoleSHM:
+			shm = true
+		}
+	}
+	return shm
 }
 
 // frozenProc is a process this check stopped, and when.
@@ -302,9 +392,9 @@ func classify(orphans []holders.Process) journal.Kind {
 	return kind
 }
 
-func (w *worker) thawAll(frozen map[int]frozenProc) {
+func (w *worker) thawAll(frozen map[int]frozenProc, why string) {
 	for pid, f := range frozen {
-		_ = holders.Thaw(f.ref)
+		w.thaw(pid, f, why)
 		delete(frozen, pid)
 	}
 }

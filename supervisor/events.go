@@ -13,6 +13,7 @@ const (
 	EventReplayDone        = "replay.done"
 	EventReplayFailed      = "replay.failed"
 	EventScanUnknown       = "scan.unknown"
+	EventHolderThawed      = "holder.thawed"
 	EventGuardArmed        = "guard.armed"
 	EventGuardReleased     = "guard.released"
 	EventGuardPaused       = "guard.paused"

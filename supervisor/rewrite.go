@@ -208,7 +208,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		// new fd is in its table: look again, the writers frozen.
 		pk, err = peekWriter(ev, wal.ID, shm.ID)
 		if err == nil && isConn(pk) {
-			w.thawAll(frozen)
+			w.thawAll(frozen, "the write into the main was a SQLite connection's, not a rewrite")
 			w.vouch(pk.Ref)
 			return
 		}
@@ -366,7 +366,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 		if wal, err := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); err != nil || !wal.Exists || wal.Size <= walHeaderBytes {
 			w.log.Info("a process gone before it could be looked at wrote the main; no WAL left to mispair, nothing to do",
 				"pid", rs.writer.Pid)
-			w.thawAll(rs.frozen)
+			w.thawAll(rs.frozen, "the rewriter was gone and no WAL is left to mispair")
 			return
 		}
 	}
@@ -377,7 +377,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	sr, err := w.a.cache.Targeted(w.target, pids...)
 	if err != nil {
 		w.log.Error("targeted holder scan failed", "event", EventScanUnknown, "err", err)
-		w.thawAll(rs.frozen)
+		w.thawAll(rs.frozen, "the targeted holder scan failed")
 		return
 	}
 	policy := w.a.policies(w.st.Path).For(journal.KindRewritten)
