@@ -1,13 +1,10 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,21 +37,21 @@ func TestCleanCloseIsNeverStopped(t *testing.T) {
 		if err := os.Mkdir(filepath.Dir(db), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		c := spawnWatched(t, bin, "-db", db, "-create", "-count", "1", "-linger", "-checkpoint-every", "0")
-		waitHolder(t, a, db, c.pid)
-		if err := unix.Kill(c.pid, unix.SIGTERM); err != nil {
+		c := hermestest.SpawnWatched(t, nil, bin, "-db", db, "-create", "-count", "1", "-linger", "-checkpoint-every", "0")
+		waitHolder(t, a, db, c.Pid)
+		if err := unix.Kill(c.Pid, unix.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case st := <-c.exited:
-			if st.stops > 0 {
-				t.Fatalf("run %d: the writer was stopped %d times while it closed its own store", i, st.stops)
+		case st := <-c.Exited:
+			if st.Stops > 0 {
+				t.Fatalf("run %d: the writer was stopped %d times while it closed its own store", i, st.Stops)
 			}
-			if st.code != 0 {
-				t.Fatalf("run %d: writer exited with status %d", i, st.code)
+			if st.Code != 0 {
+				t.Fatalf("run %d: writer exited with status %d", i, st.Code)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("run %d: writer %d did not exit", i, c.pid)
+			t.Fatalf("run %d: writer %d did not exit", i, c.Pid)
 		}
 		for _, sfx := range []string{"-wal", "-shm"} {
 			if _, err := os.Lstat(db + sfx); err == nil {
@@ -65,66 +62,6 @@ func TestCleanCloseIsNeverStopped(t *testing.T) {
 	if incs := listIncidents(t, a); len(incs) > 0 {
 		t.Fatalf("clean closes opened %d incidents, first %s kind %s", len(incs), incs[0].ID, incs[0].Kind)
 	}
-}
-
-// watched is a child of the test process, reaped by wait4 with WUNTRACED
-// so every stop is seen.
-type watched struct {
-	pid    int
-	exited chan childEnd
-}
-
-type childEnd struct {
-	code  int // exit status, or 128+signal
-	stops int // times it was seen stopped
-}
-
-// spawnWatched starts bin, waits for its "ready" line and reaps it with
-// wait4(WUNTRACED): a stop is counted and undone with SIGCONT.
-func spawnWatched(t *testing.T, bin string, args ...string) *watched {
-	t.Helper()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := os.StartProcess(bin, append([]string{bin}, args...), &os.ProcAttr{Files: []*os.File{nil, pw, os.Stderr}})
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		t.Fatal(err)
-	}
-	c := &watched{pid: p.Pid, exited: make(chan childEnd, 1)}
-	go func() {
-		var end childEnd
-		for {
-			var ws unix.WaitStatus
-			if _, err := unix.Wait4(c.pid, &ws, unix.WUNTRACED, nil); err != nil {
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				end.code = -1
-				break
-			}
-			if ws.Stopped() {
-				end.stops++
-				_ = unix.Kill(c.pid, unix.SIGCONT)
-				continue
-			}
-			end.code = ws.ExitStatus()
-			if ws.Signaled() {
-				end.code = 128 + int(ws.Signal())
-			}
-			break
-		}
-		c.exited <- end
-	}()
-	t.Cleanup(func() { _ = unix.Kill(c.pid, unix.SIGKILL) })
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	pr.Close()
-	if err != nil || !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("writer %d: %q %v", c.pid, line, err)
-	}
-	return c
 }
 
 func listIncidents(t *testing.T, a *Agent) []journal.Incident {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// The multi-user attacks of issue 14 that track safety owns, each against
+// a real root agentd with real users (created here, removed at cleanup).
+
+// attackUser creates a user for one test (a leftover of a crashed run is
+// removed first) and returns its credential.
+func attackUser(t *testing.T, name string) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates users and runs agentd as root")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("useradd is not installed")
+	}
+	_ = exec.Command("userdel", name).Run()
+	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// attackRig is an agentd rig whose Hermes home belongs to owner, in a
+// tree other users may traverse (mode 0755 all the way).
+func attackRig(t *testing.T, owner *syscall.Credential, extra string) *agentdRig {
+	t.Helper()
+	base, err := os.MkdirTemp("", "sgsafe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &agentdRig{home: filepath.Join(base, "hermes"), dir: filepath.Join(base, "agent"),
+		stateDir: filepath.Join(base, "agent", "state"), socket: filepath.Join(base, "agent", "agent.sock")}
+	r.config = filepath.Join(r.dir, "agent.toml")
+	if err := os.Mkdir(r.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(r.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(r.home, int(owner.Uid), int(owner.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("state_dir = %q\nsocket = %q\nreconcile = \"200ms\"\ndiscover_users = false\nhomes = [%q]\n[log]\nlevel = \"debug\"\n%s",
+		r.stateDir, r.socket, r.home, extra)
+	if err := os.WriteFile(r.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// ownedStore creates the home's default store as owner, readable by all.
+func ownedStore(t *testing.T, r *agentdRig, owner *syscall.Credential) string {
+	t.Helper()
+	db := filepath.Join(r.home, "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		if err := os.Chown(p, int(owner.Uid), int(owner.Gid)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+// asUser runs a shell command as cred and fails the test if it fails.
+func asUser(t *testing.T, cred *syscall.Credential, script string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as uid %d: %s: %v\n%s", cred.Uid, script, err, out)
+	}
+}
+
+// Attack row 5: a root process and one of bob's each hold a read-only fd
+// on alice's state.db; alice moves a copy over it. Both are orphan
+// holders of the old main, and neither can write it: they are pinned and
+// reported in the incident, never stopped or killed (each is this test's
+// child, reaped with WUNTRACED, so even a stop undone at once fails it).
+func TestAttackReadOnlyHoldersNeverSignalled(t *testing.T) {
+	alice := attackUser(t, "sgsafe-r5-alice")
+	bob := attackUser(t, "sgsafe-r5-bob")
+	r := attackRig(t, alice, "")
+	db := ownedStore(t, r, alice)
+	p := r.start(t)
+	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+
+	rootReader := hermestest.ReadOnlyHolder(t, nil, db)
+	bobReader := hermestest.ReadOnlyHolder(t, &syscall.SysProcAttr{Credential: bob}, db)
+	asUser(t, alice, `cp "$1" "$1.copy" && mv "$1.copy" "$1"`, db)
+
+	opened := p.waitLog(t, 30*time.Second, `"event":"incident.opened"`, db)
+	for _, pid := range []int{rootReader.Pid, bobReader.Pid} {
+		if !strings.Contains(opened, strconv.Itoa(pid)) {
+			t.Errorf("incident.opened does not name read-only holder %d: %s", pid, opened)
+		}
+	}
+	p.waitLog(t, 60*time.Second, `"event":"incident.resolved"`, db)
+	for name, w := range map[string]*hermestest.Watched{"root's reader": rootReader, "bob's reader": bobReader} {
+		select {
+		case end := <-w.Exited:
+			t.Errorf("%s (pid %d) ended: %+v", name, w.Pid, end)
+		default:
+		}
+		_ = syscall.Kill(w.Pid, syscall.SIGKILL)
+		if end := <-w.Exited; end.Stops > 0 {
+			t.Errorf("%s (pid %d) was stopped %d times", name, w.Pid, end.Stops)
+		}
+	}
+	for _, ev := range []string{`"event":"holder.frozen"`, `"event":"holder.released"`} {
+		if p.logHas(ev) {
+			t.Errorf("agentd logged %s for read-only holders", ev)
+		}
+	}
+}
