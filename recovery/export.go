@@ -142,12 +142,12 @@ func ExportStore(ctx context.Context, dbPath, sessionID string) (*Export, error)
 	defer conn.Close()
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // one snapshot
 	if err != nil {
-		return nil, fmt.Errorf("export: read %s: %w", dbPath, err)
+		return nil, store.Explain(dbPath, fmt.Errorf("export: read %s: %w", dbPath, err))
 	}
 	defer tx.Rollback()
 	x, err := ReadExport(ctx, tx, sessionID)
 	if err != nil {
-		return nil, err
+		return nil, store.Explain(dbPath, fmt.Errorf("export: %w", err))
 	}
 	x.Source = dbPath
 	return x, nil

@@ -134,7 +134,8 @@ func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOption
 		return newReport(resolved, sid, d), fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
 	defer w.Close()
-	return replay(ctx, w, resolved, sid, d, opts)
+	rep, err := replay(ctx, w, resolved, sid, d, opts)
+	return rep, store.Explain(w.Path(), err)
 }
 
 // Replay appends the records of a diverted JSONL that the session does not

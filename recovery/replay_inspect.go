@@ -61,7 +61,7 @@ func Inspect(ctx context.Context, jsonlPath, dbPath string, opts ReplayOptions) 
 		return rep, nil
 	}
 	if err := inspectStore(ctx, dsn, sid, d.Records, &rep); err != nil {
-		rep.StoreNote = fmt.Sprintf("could not read the store: %v", err)
+		rep.StoreNote = fmt.Sprintf("could not read the store: %v", store.Explain(abs, err))
 		return rep, nil
 	}
 	rep.StoreNote = note

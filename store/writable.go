@@ -84,7 +84,7 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 	w := &Writable{path: abs, db: db, retryBudget: busyRetryBudget}
 	if err := w.init(ctx); err != nil {
 		w.Close()
-		return nil, err
+		return nil, Explain(abs, err)
 	}
 	return w, nil
 }

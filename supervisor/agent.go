@@ -136,6 +136,13 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a.live.Store(reloadOf(opts))
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
+	// Refused before the journal is created or migrated: a wrong socket
+	// path must leave no state behind.
+	if err := checkSocketPath(opts.Socket); err != nil {
+		a.cancel()
+		a.quitStop()
+		return nil, err
+	}
 	if err := a.openState(ctx); err != nil {
 		a.release()
 		return nil, err

@@ -27,6 +27,35 @@ type ControlServer struct {
 
 type peerKey struct{}
 
+// checkSocketPath refuses a control socket path at which something other
+// than a socket exists (a regular file, a directory, a symlink), which
+// ListenControl would refuse only after the agent had opened its state.
+func checkSocketPath(path string) error {
+	if path == "-" || path == "" {
+		return nil
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() == fs.ModeSocket {
+		return nil
+	}
+	return fmt.Errorf("control socket %s exists and is a %s, not a socket (hint: move it away, or pass another --socket / socket in the config)",
+		path, fileKind(fi.Mode()))
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	}
+	return "special file"
+}
+
 // ListenControl creates the socket (its directory 0700) and serves h.
 // A socket file left by a dead agent is replaced; one that answers means
 // another agent runs, and ListenControl refuses.

@@ -35,6 +35,11 @@ func journalLabel(path string) string {
 // journal could not stand in.
 func openJournal(ctx context.Context, d *daemonFlags, getenv func(string) string, down error) (*journal.Journal, error) {
 	dir := d.stateDir
+	if dir == "" && (d.socket != "" || getenv(socketEnv) != "") {
+		// The socket names one agent; the default journal may be another
+		// agent's, and reading it would answer for the wrong one.
+		return nil, fmt.Errorf("%w; not reading the default journal for an agent chosen by its socket (hint: start that agentd, or pass its --state-dir too)", down)
+	}
 	if dir == "" {
 		dir = control.DefaultStateDir(getenv, os.Geteuid())
 	}

@@ -162,6 +162,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return v.fail(err)
 	}
+	if err := missingProfiles(st, sc.profiles); err != nil {
+		return v.fail(err)
+	}
 	if *asJSON {
 		if code := v.printJSON(st); code != exitOK {
 			return code
@@ -172,6 +175,26 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		printStatus(e.stdout, st)
 	}
 	return statusExit(st)
+}
+
+// missingProfiles fails a --profile that names no store (nor a problem)
+// in scope: an
+// empty table would read as "nothing to worry about" for a typo.
+func missingProfiles(st control.Status, want []string) error {
+	var missing []string
+	for _, p := range want {
+		// A profile discovery could not use (a symlinked state.db) is in
+		// scope: its problem is the answer.
+		if !slices.ContainsFunc(st.Stores, func(s control.StoreStatus) bool { return s.Profile == p }) &&
+			!slices.ContainsFunc(st.Problems, func(q control.ProblemStatus) bool { return problemProfile(q.Path) == p }) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("no store of profile %s found (hint: check the name; `agentctl status` without --profile lists every profile, and --home picks the home it lives in)",
+		strings.Join(missing, ", "))
 }
 
 // statusExit maps a status to the exit code: refused (3) when any store

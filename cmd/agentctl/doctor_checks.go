@@ -282,7 +282,10 @@ func missingCaps(eff uint64) []string {
 	return out
 }
 
-const capsFix = "run the system service as root (`sudo agentd install`), or grant the capabilities: `sudo setcap cap_sys_ptrace,cap_dac_read_search,cap_kill,cap_chown,cap_fowner+ep $(command -v agentd)`"
+// capsFix points at the system service, whose unit grants the
+// capabilities to that one process. File capabilities (setcap on the
+// binary) would hand them to every local user who can run agentd.
+const capsFix = "run agentd as the system service (`sudo agentd install && sudo agentd start`): its unit gives the capabilities to the service alone; do not put file capabilities on the agentd binary, which every local user can run"
 
 func checkPrivileges(in doctorInput, ps procStatus) checkResult {
 	r := checkResult{Name: "privileges"}
