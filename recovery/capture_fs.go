@@ -221,9 +221,44 @@ func fstatFile(f *os.File) (unix.Stat_t, error) {
 	return st, serr
 }
 
-// openNoFollow opens path read-only, refusing a symlink in its last component.
+// openNoFollow opens path read-only, refusing a symlink in its last
+// component and anything but a regular file. The open never blocks: a
+// FIFO put at the name (a user owns the directories the agent reads in)
+// would make a plain open wait for a writer forever.
 func openNoFollow(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return regularFile(fd, path)
+}
+
+// openatRegular is openNoFollow for name in directory d.
+func openatRegular(d capDir, name string) (*os.File, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	return regularFile(fd, d.join(name))
+}
+
+// regularFile keeps fd only if fstat says it is a regular file, and makes
+// it blocking again (reads of a regular file never wait anyway).
+func regularFile(fd int, path string) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open %s: not a regular file (mode %#o), not read: %w", path, st.Mode, store.ErrNotRegular)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func isNoSpace(err error) bool {

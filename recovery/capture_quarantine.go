@@ -155,14 +155,13 @@ func appendQuarantineList(d capDir, name string, id fileid.ID) error {
 
 // holdsQuarantined reports whether d holds an original a quarantine moved in.
 func holdsQuarantined(d capDir) bool {
-	fd, err := unix.Openat(d.fd, quarantineList, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openatRegular(d, quarantineList)
 	if errors.Is(err, unix.ENOENT) {
 		return false
 	}
 	if err != nil {
 		return true // cannot tell: keep it
 	}
-	f := os.NewFile(uintptr(fd), d.join(quarantineList))
 	defer f.Close()
 	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
 	for sc.Scan() {
@@ -231,11 +230,10 @@ func removePartial(store capDir, name string) (removed bool, why string, err err
 		return false, "", err
 	}
 	defer d.close()
-	fd, err := unix.Openat(d.fd, partialMarker, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	mf, err := openatRegular(d, partialMarker)
 	if err != nil {
 		return false, "no stateguard marker: not ours", nil
 	}
-	mf := os.NewFile(uintptr(fd), d.join(partialMarker))
 	b, rerr := io.ReadAll(io.LimitReader(mf, 64<<10))
 	mf.Close()
 	var mark partialMark

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -192,13 +191,12 @@ func (r *captureRun) sidecar(p *planFile, name string) (copiedFile, error) {
 		}
 		return c, err
 	}
-	fd, err := unix.Openat(r.stage.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openatRegular(r.stage, name)
 	if err != nil {
 		return copiedFile{}, fmt.Errorf("open quarantined %s: %w", r.stage.join(name), err)
 	}
-	f := os.NewFile(uintptr(fd), r.stage.join(name))
 	defer f.Close()
-	if err := fixModeOwner(fd, 0o600, r.owner); err != nil {
+	if err := fixModeOwner(int(f.Fd()), 0o600, r.owner); err != nil {
 		return copiedFile{}, fmt.Errorf("set owner of %s: %w", f.Name(), err)
 	}
 	sum, head, err := hashRange(r.ctx, f, f.Name(), p.size)

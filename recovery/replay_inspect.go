@@ -80,6 +80,9 @@ func inspectDSN(abs string) (dsn, note string) {
 	case !fi.Mode().IsRegular():
 		return "", "the store is not a regular file (a symlink is never followed)"
 	}
+	if err := store.SidecarsRegular(abs); err != nil {
+		return "", err.Error()
+	}
 	_, werr := os.Lstat(abs + "-wal")
 	_, serr := os.Lstat(abs + "-shm")
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)

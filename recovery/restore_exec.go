@@ -146,6 +146,9 @@ func (l *lockLoop) busy(err error) error {
 // uses: mode=rw (never creates), PERSIST_WAL set before anything else, a
 // short busy timeout (the caller retries), and the store must be WAL.
 func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
+	if err := store.SidecarsRegular(path); err != nil {
+		return nil, nil, fmt.Errorf("restore: %w", err)
+	}
 	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout("+strconv.Itoa(restoreBusyTimeoutMS)+")")
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)

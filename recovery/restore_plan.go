@@ -250,6 +250,9 @@ func (p *RestorePlan) publish(state string) {
 // "" when it is healthy. Without a -wal it opens it immutable, so the
 // check creates no -wal/-shm (which a publish would then have to remove).
 func (p *RestorePlan) checkTarget(ctx context.Context) (string, error) {
+	if err := store.SidecarsRegular(p.Target); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
 	dsn := "file:" + escapeURIPath(p.Target) + "?mode=ro&_pragma=busy_timeout(5000)"
 	if !p.files[roleWAL].exists {
 		dsn += "&immutable=1"

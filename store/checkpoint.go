@@ -85,6 +85,9 @@ func CheckpointIdle(ctx context.Context, path string, want fileid.Family) (Check
 	if err := sameFiles(path, want); err != nil {
 		return Checkpoint{}, err
 	}
+	if err := SidecarsRegular(path); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.Clean(path))
 	db, err := sql.Open("sqlite", "file:"+esc+"?mode=rw&_pragma=busy_timeout(0)")
 	if err != nil {

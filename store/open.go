@@ -47,12 +47,29 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("open read-only %s: it is a %s, not followed or opened: %w",
 			abs, fileType(fi.Mode()), ErrNotRegular)
 	}
+	if err := SidecarsRegular(abs); err != nil {
+		return nil, fmt.Errorf("open read-only %s: %w", abs, err)
+	}
 	db, err := sql.Open("sqlite", readOnlyDSN(abs))
 	if err != nil {
 		return nil, fmt.Errorf("open read-only %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(1)
 	return db, nil
+}
+
+// SidecarsRegular refuses a store whose -wal or -shm is there but is not
+// a regular file: SQLite opens them without O_NONBLOCK and reads a FIFO
+// until someone writes to it, which could be forever.
+func SidecarsRegular(abs string) error {
+	for _, sfx := range []string{"-wal", "-shm"} {
+		fi, err := os.Lstat(abs + sfx)
+		if err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s%s is a %s, not a regular file: SQLite would block on it (hint: remove it; it is no SQLite sidecar): %w",
+				abs, sfx, fileType(fi.Mode()), ErrNotRegular)
+		}
+	}
+	return nil
 }
 
 // readOnlyDSN builds a SQLite URI for abs. '%', '?' and '#' are

@@ -73,6 +73,9 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("open writable %s: not followed or opened: %w", abs, ErrNotRegular)
 	}
+	if err := SidecarsRegular(abs); err != nil {
+		return nil, fmt.Errorf("open writable %s: %w", abs, err)
+	}
 	db, err := sql.Open("sqlite", writableDSN(abs))
 	if err != nil {
 		return nil, fmt.Errorf("open writable %s: %w", abs, err)

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -140,6 +144,93 @@ func TestAttackReadOnlyHoldersNeverSignalled(t *testing.T) {
 	for _, ev := range []string{`"event":"holder.frozen"`, `"event":"holder.released"`} {
 		if p.logHas(ev) {
 			t.Errorf("agentd logged %s for read-only holders", ev)
+		}
+	}
+}
+
+// agentdCloseTimeout is how long agentd run gives Close after SIGTERM
+// (cmd_run.go); the process must be gone within it, plus the time to
+// flush its log and exit.
+const agentdCloseTimeout = 30*time.Second + 5*time.Second
+
+// stopWithin sends SIGTERM and fails the test unless agentd exits within
+// d, whatever one store is doing.
+func stopWithin(t *testing.T, p *agentdProc, d time.Duration) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("agentd still running %v after SIGTERM", d)
+	}
+}
+
+// Attack row 6: alice puts a FIFO named state.db-wal next to her store,
+// keeps it open, then unlinks it. Nothing of agentd opens it in a way that
+// waits (the scan ignores non-regular files, pins and reads open
+// O_NONBLOCK and check fstat, SQLite is never pointed at a FIFO), so the
+// agent still answers, never stops her process, and SIGTERM ends it within
+// its stop timeout, before and after a restart.
+func TestAttackFIFOWALNeverHangs(t *testing.T) {
+	alice := attackUser(t, "sgsafe-r6-alice")
+	r := attackRig(t, alice, "")
+	db := ownedStore(t, r, alice)
+	p := r.start(t)
+	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+
+	asUser(t, alice, `mkfifo "$1-wal"`, db)
+	holder := hermestest.SpawnWatched(t, &syscall.SysProcAttr{Credential: alice},
+		"/bin/sh", "-c", `exec 3<>"$0-wal" && echo ready && exec sleep 600`, db)
+	p.waitLog(t, 30*time.Second, `"event":"generation.changed"`, db, "wal-created")
+	asUser(t, alice, `rm "$1-wal"`, db)
+	p.waitLog(t, 30*time.Second, `"event":"generation.changed"`, db, "wal-removed")
+	// Several reconciles (200ms each) with the unlinked FIFO held: each
+	// one a full scan of alice's holder.
+	waitAnswers(t, r.socket, 3)
+	stopWithin(t, p, agentdCloseTimeout)
+
+	// The hang returned after a restart in the audit: the next agent
+	// meets the same held FIFO.
+	p2 := r.start(t)
+	p2.waitLog(t, 30*time.Second, `"event":"agent.started"`)
+	waitAnswers(t, r.socket, 3)
+	stopWithin(t, p2, agentdCloseTimeout)
+
+	select {
+	case end := <-holder.Exited:
+		t.Fatalf("alice's FIFO holder ended: %+v", end)
+	default:
+	}
+	_ = syscall.Kill(holder.Pid, syscall.SIGKILL)
+	if end := <-holder.Exited; end.Stops > 0 {
+		t.Errorf("alice's FIFO holder was stopped %d times", end.Stops)
+	}
+	if strings.Contains(p.log()+p2.log(), `"event":"incident.opened"`) {
+		t.Error("a FIFO held under the -wal name opened an incident")
+	}
+}
+
+// waitAnswers asks agentd's status n times in a row over its socket; each
+// must answer within 10 s (a status runs a holder scan on the same
+// machinery a hung pin would block).
+func waitAnswers(t *testing.T, socket string, n int) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}}
+	for i := range n {
+		resp, err := c.Get("http://agentd/v1/status")
+		if err != nil {
+			t.Fatalf("status %d over %s: %v", i, socket, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d over %s: %s", i, socket, resp.Status)
 		}
 	}
 }
