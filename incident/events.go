@@ -12,6 +12,7 @@ const (
 	EventSidecarsQuarantined = "sidecars.quarantined"
 	EventCaptureWritten      = "capture.written"
 	EventCaptureFailed       = "capture.failed"
+	EventCaptureSkipped      = "capture.skipped"
 	EventDiverted            = "divert.written"
 	EventDivertFailed        = "divert.failed"
 	EventReplayQueued        = "replay.queued"

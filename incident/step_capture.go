@@ -116,6 +116,14 @@ func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, bool) {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 	defer cancel()
 	c, err := e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+	var over *recovery.BudgetError
+	if errors.As(err, &over) {
+		e.d.Metrics.CaptureFailed()
+		e.emit(slog.LevelError, "capture over budget; skipped", EventCaptureSkipped, li, "phase", phase,
+			"need_bytes", over.Need, "budget_bytes", over.Budget, "free_bytes", over.Free, "configured", over.Configured,
+			"err", err, "hint", "the orphan stays pinned and the capture is retried; free space or raise capture.max_bytes")
+		return c, false
+	}
 	if err != nil {
 		e.d.Metrics.CaptureFailed()
 		e.emit(slog.LevelError, "capture failed", EventCaptureFailed, li, "phase", phase, "err", err,

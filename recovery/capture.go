@@ -40,6 +40,29 @@ const (
 	freeReserve = 1 << 20
 )
 
+// BudgetError is a capture refused before anything was written because
+// it needs more than its budget: capture.max_bytes, or by default half the
+// free space of the store's filesystem. It is an ErrNoSpace.
+type BudgetError struct {
+	Store, Dir   string
+	Need, Budget int64
+	Free         int64 // free bytes on the filesystem, -1 when unknown
+	Configured   bool  // Budget is capture.max_bytes, not the default
+}
+
+func (e *BudgetError) Error() string {
+	what := fmt.Sprintf("the default budget of half the free space (%d of %d bytes free)", e.Budget, e.Free)
+	hint := "free space there (older captures can go once replayed), or set capture.max_bytes"
+	if e.Configured {
+		what = fmt.Sprintf("the capture.max_bytes budget of %d bytes", e.Budget)
+		hint = "raise capture.max_bytes or free older captures"
+	}
+	return fmt.Sprintf("%v: capture of %s needs %d bytes in %s, over %s: %s; the orphan stays pinned",
+		ErrNoSpace, e.Store, e.Need, e.Dir, what, hint)
+}
+
+func (e *BudgetError) Unwrap() error { return ErrNoSpace }
+
 // ErrNoSpace marks a capture that does not fit its budget or the disk.
 // Nothing is left behind; the caller keeps the orphan pinned and alerts.
 var ErrNoSpace = errors.New("no space for the capture")

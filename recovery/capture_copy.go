@@ -70,7 +70,7 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 		}
 		c.sha256, c.head, err = hashRange(ctx, dst, d.join(name), size)
 	} else {
-		c.sha256, c.head, err = copyRange(ctx, dst, d.join(name), src, srcName, size)
+		c.sha256, c.head, err = copyExtents(ctx, dst, d.join(name), src, srcName, size)
 	}
 	if err != nil {
 		return c, err
@@ -118,6 +118,82 @@ func copyRange(ctx context.Context, dst io.Writer, dstName string, src io.Reader
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), head, nil
+}
+
+// copyExtents copies the data extents of the first size bytes of src into
+// the new, empty dst at the same offsets, and leaves src's holes as holes
+// (dst gets its size at the end): a sparse 1 GiB -wal costs the disk only
+// what it holds. Every byte is hashed, a hole as the zeros it reads as.
+// Where the filesystem cannot tell data from holes (SEEK_DATA refused),
+// the copy is dense, as copyRange.
+func copyExtents(ctx context.Context, dst *os.File, dstName string, src *os.File, srcName string, size int64) (sum string, head []byte, err error) {
+	fd := int(src.Fd())
+	if _, err := unix.Seek(fd, 0, unix.SEEK_DATA); err != nil && !errors.Is(err, unix.ENXIO) {
+		return copyRange(ctx, dst, dstName, src, srcName, size)
+	}
+	h := sha256.New()
+	buf := make([]byte, min(int64(captureChunk), max(size, 1)))
+	for off := int64(0); off < size; {
+		if err := ctx.Err(); err != nil {
+			return "", nil, fmt.Errorf("copy %s: %w", srcName, err)
+		}
+		data, end := extentAt(fd, off, size)
+		hashZeros(h, data-off)
+		if data >= size {
+			break
+		}
+		for off = data; off < end; {
+			n, rerr := src.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+			if n > 0 {
+				if off == 0 {
+					head = append([]byte(nil), buf[:min(n, sqliteHeaderBytes)]...)
+				}
+				h.Write(buf[:n])
+				if _, werr := dst.WriteAt(buf[:n], off); werr != nil {
+					return "", nil, fmt.Errorf("write %s: %w", dstName, werr)
+				}
+				off += int64(n)
+			}
+			if rerr == io.EOF && off < end {
+				return "", nil, fmt.Errorf("%w: short read of %s: %d of %d bytes (the source shrank; it is NOT fully captured)", ErrSourceChanged, srcName, off, size)
+			}
+			if rerr != nil && rerr != io.EOF {
+				return "", nil, fmt.Errorf("read %s at %d: %w", srcName, off, rerr)
+			}
+		}
+	}
+	if err := dst.Truncate(size); err != nil {
+		return "", nil, fmt.Errorf("size %s: %w", dstName, err)
+	}
+	if head == nil {
+		head = make([]byte, min(size, sqliteHeaderBytes)) // it starts with a hole
+	}
+	return hex.EncodeToString(h.Sum(nil)), head, nil
+}
+
+// extentAt is the data extent [data, end) at or after off, within size;
+// data is size when only a hole is left.
+func extentAt(fd int, off, size int64) (data, end int64) {
+	data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+	if err != nil { // ENXIO: nothing but a hole up to the end
+		return size, size
+	}
+	data = min(data, size)
+	end, err = unix.Seek(fd, data, unix.SEEK_HOLE)
+	if err != nil || end > size {
+		end = size
+	}
+	return data, end
+}
+
+var zeroChunk = make([]byte, captureChunk)
+
+func hashZeros(h io.Writer, n int64) {
+	for n > 0 {
+		k := min(n, int64(len(zeroChunk)))
+		h.Write(zeroChunk[:k])
+		n -= k
+	}
 }
 
 // hashRange hashes the first size bytes of r.

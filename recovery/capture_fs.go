@@ -290,3 +290,7 @@ func renameCheckFirst(oldDir int, oldName string, newDir int, newName string) er
 // openStorePath is openStoreDir for a step that has no discovery record to
 // compare with: still no symlink anywhere in the path.
 func openStorePath(path string) (capDir, error) { return openStoreDir(path, store.DirID{}) }
+
+// allocBytes is what st's file takes on disk (st_blocks are 512 bytes on
+// every system this builds for).
+func allocBytes(st *unix.Stat_t) int64 { return int64(st.Blocks) * 512 }

@@ -139,7 +139,7 @@ func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err er
 	if info.Main == "" {
 		return "", fmt.Errorf("%w: %s has no main image; only its WAL can be inspected", ErrCaptureDamaged, dir)
 	}
-	priv, err := os.MkdirTemp(tmpDir, "stateguard-capture-")
+	priv, err := os.MkdirTemp(tmpDir, privatePrefix)
 	if err != nil {
 		return "", fmt.Errorf("private copy of %s: %w", dir, err)
 	}
@@ -160,6 +160,9 @@ func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err er
 		return "", fmt.Errorf("private copy of %s: stat %s: %w", dir, priv, err)
 	}
 	owner := Owner{UID: int(pst.Uid), GID: int(pst.Gid)}
+	if err := writePrivateOwner(pd, owner); err != nil {
+		return "", fmt.Errorf("private copy of %s: %w", dir, err)
+	}
 	name := filepath.Base(info.Main)
 	copies := []struct{ src, dst, sum string }{{info.Main, name, m.Main.SHA256}}
 	if info.WAL != "" {

@@ -15,7 +15,10 @@ type planFile struct {
 	src     *os.File
 	srcName string
 	size    int64
-	adopt   bool      // already in the staging dir (a quarantined original)
+	// alloc is what a copy of it takes on disk: its allocated blocks (a
+	// copy skips holes), never more than its size.
+	alloc int64
+	adopt bool // already in the staging dir (a quarantined original)
 	id      fileid.ID // identity of the generation's file
 }
 
@@ -76,12 +79,12 @@ func (r *captureRun) plan(src CaptureSource) (*capturePlan, error) {
 		if p.headerOnly {
 			p.need += sqliteHeaderBytes
 		} else {
-			p.need += p.main.size
+			p.need += p.main.alloc
 		}
 	}
 	for _, f := range []*planFile{p.wal, p.shm} {
 		if f != nil && !f.adopt {
-			p.need += f.size
+			p.need += f.alloc
 		}
 	}
 	return p, nil
@@ -95,7 +98,7 @@ func planPinned(f *os.File, name string) (*planFile, error) {
 	if !isRegular(&st) {
 		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
-	return &planFile{src: f, srcName: name, size: st.Size, id: fileid.FromStat(&st)}, nil
+	return &planFile{src: f, srcName: name, size: st.Size, alloc: min(st.Size, allocBytes(&st)), id: fileid.FromStat(&st)}, nil
 }
 
 // planSidecar plans the -wal or -shm: a quarantined original already in
@@ -128,12 +131,19 @@ func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
 
 // checkSpace refuses a capture over budget or larger than the free space
 // (less a reserve the live store keeps), before anything is written.
+// Without a configured budget (MaxBytes 0) the budget is half the free
+// space of the store's filesystem: one capture can never fill the disk,
+// and each later one gets at most half of what is left.
 func (r *captureRun) checkSpace(need int64) error {
-	if r.req.MaxBytes > 0 && need > r.req.MaxBytes {
-		return fmt.Errorf("%w: capture of %s needs %d bytes in %s, over the budget of %d bytes: raise the capture budget or free older captures; the orphan stays pinned",
-			ErrNoSpace, r.req.DBPath, need, r.store.path, r.req.MaxBytes)
+	free := freeBytes(r.store)
+	budget, configured := r.req.MaxBytes, r.req.MaxBytes > 0
+	if !configured && free >= 0 {
+		budget = free / 2
 	}
-	if free := freeBytes(r.store); free >= 0 && need+freeReserve > free {
+	if (configured || free >= 0) && need > budget {
+		return &BudgetError{Store: r.req.DBPath, Dir: r.store.path, Need: need, Budget: budget, Free: free, Configured: configured}
+	}
+	if free >= 0 && need+freeReserve > free {
 		return fmt.Errorf("%w: capture of %s needs %d bytes in %s (plus %d kept free), %d available: free at least %d bytes there; the orphan stays pinned",
 			ErrNoSpace, r.req.DBPath, need, r.store.path, freeReserve, free, need+freeReserve-free)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/watcher"
 )
@@ -148,6 +149,12 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.startRewrites()
+	// Private copies a killed divert left in the temp dir take disk
+	// forever otherwise; only those whose process is gone are removed.
+	removed, err := recovery.CleanPrivateCopies("")
+	if len(removed) > 0 || err != nil {
+		a.log.Info("stale private capture copies removed", "removed", removed, "err", err)
+	}
 	if err := a.startWorkers(ctx); err != nil {
 		a.abort()
 		return nil, err

@@ -141,6 +141,7 @@ func TestAttackReadOnlyHoldersNeverSignalled(t *testing.T) {
 			t.Errorf("%s (pid %d) was stopped %d times", name, w.Pid, end.Stops)
 		}
 	}
+	stopWithin(t, p, agentdCloseTimeout)
 	for _, ev := range []string{`"event":"holder.frozen"`, `"event":"holder.released"`} {
 		if p.logHas(ev) {
 			t.Errorf("agentd logged %s for read-only holders", ev)
@@ -161,9 +162,18 @@ func stopWithin(t *testing.T, p *agentdProc, d time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(d):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("agentd still running %v after SIGTERM", d)
+		// Say whether something else stopped it (state T: a SIGSTOP it
+		// cannot answer), and dump its goroutines (SIGQUIT) for the log.
+		st := hermestest.StateOf(p.cmd.Process.Pid)
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		t.Fatalf("agentd still running %v after SIGTERM (its state was %c); goroutines in its log", d, st)
 	}
 }
 

@@ -1,0 +1,85 @@
+//go:build unix
+
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A private copy's directory (PrivateCopy) is <tmp>/stateguard-capture-*;
+// privateOwnerFile in it names the pid that made it, so a copy left by a
+// process killed mid-divert can be told from one in use.
+const (
+	privatePrefix    = "stateguard-capture-"
+	privateOwnerFile = "owner.pid"
+	// privateUnmarkedAge: a copy without an owner file (made before
+	// there was one) is stale once it is this old.
+	privateUnmarkedAge = time.Hour
+)
+
+func writePrivateOwner(d capDir, owner Owner) error {
+	f, err := d.createExcl(privateOwnerFile, owner)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// CleanPrivateCopies removes the private copies under tmpDir ("" for the
+// system's) that this user's processes (all users', as root) left behind: the process named in
+// the copy's owner file is gone (a kill -9 during a divert), or, without
+// one, the copy is over an hour old. A symlink, another user's directory
+// or one whose owner still runs is left alone. It returns what it removed.
+func CleanPrivateCopies(tmpDir string) ([]string, error) {
+	if tmpDir == "" {
+		tmpDir = os.TempDir()
+	}
+	ents, err := os.ReadDir(tmpDir)
+	if err != nil {
+		return nil, fmt.Errorf("clean private copies in %s: %w", tmpDir, err)
+	}
+	var removed []string
+	var errs error
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), privatePrefix) || e.Type() != os.ModeDir {
+			continue
+		}
+		dir := filepath.Join(tmpDir, e.Name())
+		if !stalePrivate(dir) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		removed = append(removed, dir)
+	}
+	return removed, errs
+}
+
+func stalePrivate(dir string) bool {
+	var st unix.Stat_t
+	// As root, a copy made as a profile's owner (store.AsOwner) is that
+	// user's directory; RemoveAll never follows a symlink inside it.
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || (int(st.Uid) != os.Geteuid() && os.Geteuid() != 0) {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, privateOwnerFile))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) && time.Since(time.Unix(st.Mtim.Unix())) > privateUnmarkedAge
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && pid != os.Getpid() && !processAlive(pid)
+}
