@@ -18,8 +18,8 @@ type planFile struct {
 	// alloc is what a copy of it takes on disk: its allocated blocks (a
 	// copy skips holes), never more than its size.
 	alloc int64
-	adopt bool // already in the staging dir (a quarantined original)
-	id      fileid.ID // identity of the generation's file
+	adopt bool      // already in the staging dir (a quarantined original)
+	id    fileid.ID // identity of the generation's file
 }
 
 type capturePlan struct {

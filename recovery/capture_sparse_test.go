@@ -186,4 +186,3 @@ func TestCleanPrivateCopies(t *testing.T) {
 		}
 	}
 }
-
