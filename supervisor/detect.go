@@ -118,7 +118,7 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	now := w.readGeneration()
 	closer := closingPid(w.st.Path, now)
 	for _, p := range orphansNow(sr.Orphans(), now) {
-		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) {
+		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) {
 			orphans = append(orphans, p)
 		}
 	}
@@ -141,6 +141,20 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 		delete(frozen, pid)
 	}
 	return orphans
+}
+
+// holdsStaleData reports whether p holds a main or -wal that is not the
+// one at its path in g: what a read-only holder must hold for there to be
+// anything to capture. One that holds only an old -shm (rebuilt from the
+// WAL, never captured) is no incident: often it is not even the store's
+// (an unrelated file that got a freed -shm's inode number).
+func holdsStaleData(p *holders.Process, g store.Generation) bool {
+	for _, f := range p.Files {
+		if cur := fileOf(g, f.Role); f.Role != holders.RoleSHM && (!cur.Exists || cur.ID != f.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // thaw resumes a process this check stopped and says why.

@@ -244,3 +244,72 @@ func waitAnswers(t *testing.T, socket string, n int) {
 		}
 	}
 }
+
+// Attack row 7: alice grows her live store's -wal to a sparse 1 GiB and
+// its main to a sparse 3 GiB, then unlinks the sidecars under her own
+// writer (sidecar_lost). What agentd writes for the incident (the main's
+// snapshot, the capture, the divert, its private copies in the temp dir)
+// is measured in st_blocks: a few MiB, not gigabytes; and agentd stops
+// within its stop timeout afterwards.
+func TestAttackSparseFilesBoundedDisk(t *testing.T) {
+	alice := attackUser(t, "sgsafe-r7-alice")
+	r := attackRig(t, alice, "")
+	db := ownedStore(t, r, alice)
+	ackDir := filepath.Join(filepath.Dir(r.home), "ack")
+	if err := os.Mkdir(ackDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ackDir, int(alice.Uid), int(alice.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	p := r.start(t)
+	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+	hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 50, Credential: alice, Ack: filepath.Join(ackDir, "ack")})
+	p.waitLog(t, 30*time.Second, `"event":"guard.armed"`, db)
+	before := diskBlocks(t, r.home)
+
+	asUser(t, alice, `truncate -s 1G "$1-wal" && truncate -s 3G "$1" && rm "$1-wal" "$1-shm"`, db)
+	p.waitLog(t, 30*time.Second, `"event":"incident.opened"`, db, "sidecar_lost")
+	p.waitLog(t, 90*time.Second, `"event":"incident.resolved"`, db)
+	if grown := diskBlocks(t, r.home) - before; grown > 64<<20 {
+		t.Errorf("alice's home grew by %d bytes on disk for one incident over sparse files", grown)
+	}
+	pid := p.cmd.Process.Pid
+	stopWithin(t, p, agentdCloseTimeout)
+	if left := privateCopiesOf(t, pid); len(left) > 0 {
+		t.Errorf("agentd left private copies behind: %v", left)
+	}
+}
+
+// diskBlocks is what the files under dir take on disk (st_blocks).
+func diskBlocks(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return nil // a file removed while walking
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) == nil {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// privateCopiesOf lists the temp dir's private capture copies made by pid.
+func privateCopiesOf(t *testing.T, pid int) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "stateguard-capture-*"))
+	var out []string
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, "owner.pid")); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
