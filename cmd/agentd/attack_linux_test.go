@@ -248,9 +248,9 @@ func waitAnswers(t *testing.T, socket string, n int) {
 // Attack row 7: alice grows her live store's -wal to a sparse 1 GiB and
 // its main to a sparse 3 GiB, then unlinks the sidecars under her own
 // writer (sidecar_lost). What agentd writes for the incident (the main's
-// snapshot, the capture, the divert, its private copies in the temp dir)
-// is measured in st_blocks: a few MiB, not gigabytes; and agentd stops
-// within its stop timeout afterwards.
+// snapshot, the capture, its private copies in the temp dir) is measured
+// in st_blocks: a few MiB, not gigabytes; and agentd stops within its
+// stop timeout afterwards.
 func TestAttackSparseFilesBoundedDisk(t *testing.T) {
 	alice := attackUser(t, "sgsafe-r7-alice")
 	r := attackRig(t, alice, "")
@@ -270,7 +270,10 @@ func TestAttackSparseFilesBoundedDisk(t *testing.T) {
 
 	asUser(t, alice, `truncate -s 1G "$1-wal" && truncate -s 3G "$1" && rm "$1-wal" "$1-shm"`, db)
 	p.waitLog(t, 30*time.Second, `"event":"incident.opened"`, db, "sidecar_lost")
-	p.waitLog(t, 90*time.Second, `"event":"incident.resolved"`, db)
+	p.waitLog(t, 60*time.Second, `"event":"capture.written"`, db)
+	// The divert runs once (a header-only capture diverts only what the
+	// WAL's own page images hold; whether it succeeds is not this test's).
+	p.waitLog(t, 60*time.Second, `"event":"divert.`, db)
 	if grown := diskBlocks(t, r.home) - before; grown > 64<<20 {
 		t.Errorf("alice's home grew by %d bytes on disk for one incident over sparse files", grown)
 	}
