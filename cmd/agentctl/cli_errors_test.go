@@ -36,7 +36,7 @@ func TestReplayIntoBadStoreNamesFile(t *testing.T) {
 		{notDB, "not a SQLite database"},
 		{noSchema, "no Hermes schema"},
 	} {
-		r := runAgentctl(t, nil, "replay", jsonl, "--db", c.db, "--now")
+		r := ctl(t, nil, "replay", jsonl, "--db", c.db, "--now")
 		if r.code == exitOK || !strings.Contains(r.stderr, c.db) || !strings.Contains(r.stderr, "hint:") || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("replay into %s: exit %d, stderr %q: want an error naming the file with a hint (%q)", c.db, r.code, r.stderr, c.want)
 		}
@@ -54,11 +54,11 @@ func TestStatusUnknownProfileFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"HERMES_HOME": home, "HOME": "/nonexistent", "STATEGUARD_SOCKET": filepath.Join(t.TempDir(), "none.sock")}
-	r := runAgentctl(t, env, "status", "--profile", "nosuch")
+	r := ctl(t, env, "status", "--profile", "nosuch")
 	if r.code == exitOK || !strings.Contains(r.stderr, "no store of profile nosuch") || !strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the profile, with a hint", r.code, r.stderr)
 	}
-	if r := runAgentctl(t, env, "status", "--profile", "default"); r.code != exitOK {
+	if r := ctl(t, env, "status", "--profile", "default"); r.code != exitOK {
 		t.Fatalf("status --profile default: exit %d, %s", r.code, r.stderr)
 	}
 }
@@ -70,7 +70,7 @@ func TestSocketFlagNeverFallsBackToDefaultJournal(t *testing.T) {
 	stateHome := t.TempDir()
 	env := map[string]string{"XDG_STATE_HOME": stateHome, "XDG_RUNTIME_DIR": t.TempDir(), "HOME": "/nonexistent"}
 	for _, verb := range []string{"incidents", "queue"} {
-		r := runAgentctl(t, env, verb, "--socket", "/nonexistent")
+		r := ctl(t, env, verb, "--socket", "/nonexistent")
 		if r.code == exitOK || !strings.Contains(r.stderr, "/nonexistent") || !strings.Contains(r.stderr, "--state-dir") {
 			t.Errorf("%s --socket /nonexistent: exit %d, stderr %q: want an error naming the socket", verb, r.code, r.stderr)
 		}
