@@ -103,6 +103,7 @@ type Agent struct {
 	watchesSet bool
 
 	intents restoreWindows // announced restores (intent.go)
+	alive   aliveTicks     // liveness ticks in flight (alive.go)
 
 	armed atomic.Int64 // stores whose guard is armed (guardSet)
 	work  workCounters
