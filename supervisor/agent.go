@@ -135,6 +135,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
 	a.live.Store(reloadOf(opts))
+	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
 	if err := a.openState(ctx); err != nil {

@@ -53,6 +53,9 @@ func cmdRun(ctx context.Context, args []string) int {
 	var metrics *supervisor.Metrics
 	if cfg.Metrics.Listen != "" {
 		metrics = supervisor.NewMetrics()
+		// An unknown SQLite version cannot be: requireSQLite read it.
+		info, _ := version.Read(ctx)
+		metrics.BuildInfo(info.BuildInfoLabels())
 	}
 	// STATEGUARD_JOURNAL_SOCKET points the journal handler at another
 	// socket: the tests' fake journald.
