@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stateguard/stateguard/internal/version"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // ErrNotLoopback is returned by Serve for an address other hosts could reach.
@@ -202,7 +203,7 @@ func (m *Metrics) IncidentState(kind, state string, delta int) {
 	if m == nil {
 		return
 	}
-	if finishedStates[state] {
+	if journal.State(state).Terminal() {
 		if delta > 0 {
 			m.incidentsDone.WithLabelValues(kind, state).Add(float64(delta))
 		}

@@ -13,15 +13,7 @@ import (
 
 // incidentKinds are the kinds incidents_opened_total and
 // incidents_finished_total start with.
-var incidentKinds = []journal.Kind{journal.KindReplaced, journal.KindSidecarLost, journal.KindMispaired}
-
-// finishedStates are the terminal states: counted in
-// incidents_finished_total, never held in the incidents gauge.
-// "unrecoverable" is the end of an incident whose rows could not be
-// salvaged at all.
-var finishedStates = map[string]bool{
-	string(journal.StateResolved): true, string(journal.StateFailed): true, "unrecoverable": true,
-}
+var incidentKinds = []journal.Kind{journal.KindReplaced, journal.KindSidecarLost, journal.KindMispaired, journal.KindRewritten}
 
 // GuardIdle is guard_stores' state for a store whose guard is wanted but
 // has nothing to hold yet: no -shm (no connection has the store open), or
@@ -31,18 +23,18 @@ const GuardIdle = "idle"
 // GuardStates are guard_stores' states.
 var GuardStates = []string{control.GuardArmed, control.GuardPaused, control.GuardOff, GuardIdle, control.GuardUnavailable}
 
-// openStates are the incidents gauge's states.
-var openStates = []journal.State{journal.StateOpen, journal.StateFrozen, journal.StatePinned, journal.StateReleased,
-	journal.StateCaptured, journal.StateDiverted, journal.StateReplaying}
-
 func (m *Metrics) initIncidentSeries() {
 	for _, k := range incidentKinds {
 		m.incidentsOpened.WithLabelValues(string(k))
-		for _, st := range openStates {
-			m.incidentsOpen.WithLabelValues(string(k), string(st))
+		for _, st := range journal.States() {
+			if !st.Terminal() {
+				m.incidentsOpen.WithLabelValues(string(k), string(st))
+			}
 		}
-		for st := range finishedStates {
-			m.incidentsDone.WithLabelValues(string(k), st)
+		for _, st := range journal.States() {
+			if st.Terminal() {
+				m.incidentsDone.WithLabelValues(string(k), string(st))
+			}
 		}
 	}
 }
