@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -32,27 +31,6 @@ func registered(t *testing.T, reg *prometheus.Registry, name string) bool {
 	return false
 }
 
-func proposed(t *testing.T) map[string]bool {
-	t.Helper()
-	f, err := os.Open("prometheus/proposed-metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "#")
-		if name := strings.TrimSpace(line); name != "" {
-			out[name] = true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func namesIn(t *testing.T, text string) []string {
 	t.Helper()
 	seen := map[string]bool{}
@@ -76,12 +54,6 @@ func namesIn(t *testing.T, text string) []string {
 // fires; this is where that shows.
 func TestRulesAndDashboardNameRealMetrics(t *testing.T) {
 	reg := supervisor.NewMetrics().Registry()
-	want := proposed(t)
-	for name := range want {
-		if registered(t, reg, name) {
-			t.Errorf("%s is listed in proposed-metrics.txt but agentd exports it now: delete its line and its PROPOSED note in the rules", name)
-		}
-	}
 	for _, file := range []string{"prometheus/stateguard.rules.yml", "grafana/stateguard.json"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -92,8 +64,8 @@ func TestRulesAndDashboardNameRealMetrics(t *testing.T) {
 			t.Fatalf("%s names no stateguard metric", file)
 		}
 		for _, name := range names {
-			if !registered(t, reg, name) && !want[name] {
-				t.Errorf("%s uses %s, which agentd does not export and proposed-metrics.txt does not list", file, name)
+			if !registered(t, reg, name) {
+				t.Errorf("%s uses %s, which agentd does not export", file, name)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // ManagerKind names a service manager agentd can install itself into.
@@ -116,9 +117,22 @@ func PackageSpec() Spec {
 	}
 }
 
+// WatchdogTimeout is how long the service manager waits for a sign that
+// agentd's incident path still turns before it restarts agentd: systemd's
+// WatchdogSec=, and under launchd (which has no watchdog protocol)
+// agentd's own --watchdog, after which it exits for KeepAlive to restart
+// it. Long enough for a capture of a big store (a step may take half of
+// it), short enough that a wedged agent is not mistaken for a quiet one
+// for long.
+const WatchdogTimeout = 2 * time.Minute
+
 // Args is the command line the service manager starts.
 func (s Spec) Args() []string {
-	return []string{s.Executable, "run", "--config", s.ConfigPath}
+	args := []string{s.Executable, "run", "--config", s.ConfigPath}
+	if s.Kind == Launchd {
+		args = append(args, "--watchdog", WatchdogTimeout.String())
+	}
+	return args
 }
 
 // Render returns the systemd unit or the launchd plist.
@@ -166,6 +180,7 @@ func (s Spec) renderSystemd() ([]byte, error) {
 		"Capabilities":       strings.Join(Capabilities, " "),
 		"RestartSec":         "2s",
 		"TimeoutStartSec":    "5min",
+		"WatchdogSec":        fmt.Sprintf("%dmin", int(WatchdogTimeout/time.Minute)),
 		"StartLimitInterval": "120s",
 		"StartLimitBurst":    5,
 	}

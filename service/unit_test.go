@@ -200,7 +200,7 @@ func TestVerifyCatchesABadValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range [][2]string{{"TimeoutStartSec=5min", "TimeoutStartSec=five minutes"}, {"Type=notify", "Type=notifyy"}} {
+	for _, bad := range [][2]string{{"TimeoutStartSec=5min", "TimeoutStartSec=five minutes"}, {"Type=notify", "Type=notifyy"}, {"WatchdogSec=2min", "WatchdogSec=two minutes"}} {
 		unit := bytes.Replace(good, []byte(bad[0]), []byte(bad[1]), 1)
 		if bytes.Equal(unit, good) {
 			t.Fatalf("%s not in the unit", bad[0])
@@ -395,7 +395,7 @@ func TestLaunchdPlist(t *testing.T) {
 			}
 			want := map[string]plistValue{
 				"Label":             LaunchdLabel,
-				"ProgramArguments":  []plistValue{spec.Executable, "run", "--config", "/etc/stateguard/<agent>.toml"},
+				"ProgramArguments":  []plistValue{spec.Executable, "run", "--config", "/etc/stateguard/<agent>.toml", "--watchdog", "2m0s"},
 				"RunAtLoad":         true,
 				"KeepAlive":         map[string]plistValue{"SuccessfulExit": false},
 				"ThrottleInterval":  int64(5),

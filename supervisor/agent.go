@@ -104,6 +104,7 @@ type Agent struct {
 	watchesSet bool
 
 	intents restoreWindows // announced restores (intent.go)
+	alive   aliveTicks     // liveness ticks in flight (alive.go)
 
 	armed atomic.Int64 // stores whose guard is armed (guardSet)
 	work  workCounters
@@ -135,6 +136,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
 	a.live.Store(reloadOf(opts))
+	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.quitCtx, a.quitStop = context.WithCancel(context.Background())
 	// Refused before the journal is created or migrated: a wrong socket

@@ -150,13 +150,13 @@ func (w *worker) guardArm(gen store.Generation) {
 	mainSame := old != nil && gen.Main.Exists && old.IDs().Main == want.Main
 	switch {
 	case !gen.Main.Exists:
-		w.guardUnavailable(false, "no main file at the path")
+		w.guardUnavailable(false, reasonNoMain)
 		return
 	case !gen.Main.Regular() || (gen.SHM.Exists && !gen.SHM.Regular()):
 		w.guardUnavailable(false, "main or -shm is not a regular file")
 		return
 	case !gen.SHM.Exists:
-		w.guardUnavailable(mainSame, "no -shm yet (it arms when a connection opens the store)")
+		w.guardUnavailable(mainSame, reasonNoSHM)
 		return
 	case old != nil && !mainSame && old.IDs().SHM == want.SHM:
 		// The main was replaced under the old sidecars (mispaired): a
@@ -239,10 +239,17 @@ func (w *worker) guardSet(s control.GuardStatus) {
 	gd.mu.Lock()
 	changed := !gd.set || gd.status != s
 	was := gd.set && gd.status.State == control.GuardArmed
+	prev := ""
+	if gd.set {
+		prev = guardClass(gd.status)
+	}
 	gd.status, gd.set = s, true
 	gd.mu.Unlock()
 	if !changed {
 		return
+	}
+	if c := guardClass(s); c != prev {
+		w.a.opts.Metrics.GuardStoreMove(prev, c)
 	}
 	w.log.Debug("guard state", "state", s.State, "reason", s.Reason)
 	// The agent-wide count moves by this store's own transition: counting
@@ -275,6 +282,21 @@ func (w *worker) guardLoad() {
 			gd.pause = &ps[i]
 		}
 	}
+}
+
+// The guard's reasons for holding nothing that mean "nothing to hold
+// yet" (guard_stores' idle), not "could not".
+const (
+	reasonNoMain = "no main file at the path"
+	reasonNoSHM  = "no -shm yet (it arms when a connection opens the store)"
+)
+
+// guardClass is the guard_stores state of a guard status.
+func guardClass(s control.GuardStatus) string {
+	if s.State == control.GuardUnavailable && (s.Reason == reasonNoMain || s.Reason == reasonNoSHM) {
+		return GuardIdle
+	}
+	return s.State
 }
 
 // armedDelta moves the count of armed stores and its gauge.

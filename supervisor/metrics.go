@@ -14,6 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stateguard/stateguard/internal/version"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // ErrNotLoopback is returned by Serve for an address other hosts could reach.
@@ -35,6 +38,10 @@ type Metrics struct {
 	holders          *prometheus.GaugeVec
 	incidentsOpened  *prometheus.CounterVec
 	incidentsOpen    *prometheus.GaugeVec
+	incidentsDone    *prometheus.CounterVec
+	guardStores      *prometheus.GaugeVec
+	reconcileEvery   prometheus.Gauge
+	buildInfo        *prometheus.GaugeVec
 	freeze           prometheus.Histogram
 	captures         prometheus.Counter
 	captureBytes     prometheus.Counter
@@ -65,7 +72,17 @@ func NewMetrics() *Metrics {
 		incidentsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "incidents_opened_total", Help: "Incidents opened, by kind."}, []string{"kind"}),
 		incidentsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-			Name: "incidents", Help: "Incidents not yet resolved, by kind and state."}, []string{"kind", "state"}),
+			Name: "incidents", Help: "Incidents not yet finished, by kind and state."}, []string{"kind", "state"}),
+		incidentsDone: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "incidents_finished_total", Help: "Incidents that reached a terminal state (resolved, failed, unrecoverable), by kind and state."},
+			[]string{"kind", "state"}),
+		guardStores: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "guard_stores", Help: "Stores by guard state: armed, paused, off, idle (no -shm: nobody has the store open), unavailable (wanted, open, not armed)."},
+			[]string{"state"}),
+		reconcileEvery: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
+			Name: "reconcile_interval_seconds", Help: "The configured full reconcile interval."}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "build_info", Help: version.BuildInfoHelp}, []string{"version", "revision", "goversion", "sqlite"}),
 		freeze: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns,
 			Name: "freeze_latency_seconds", Help: "Time from noticing a generation change to every holder frozen.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
@@ -101,7 +118,13 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"sent", "failed", "dropped", "suppressed"} {
 		m.alerts.WithLabelValues(r)
 	}
+	m.initIncidentSeries()
+	m.initHolderSeries()
+	for _, st := range GuardStates {
+		m.guardStores.WithLabelValues(st)
+	}
 	m.reg.MustRegister(
+		m.incidentsDone, m.guardStores, m.reconcileEvery, m.buildInfo,
 		m.storesWatched, m.holders, m.incidentsOpened, m.incidentsOpen, m.freeze,
 		m.captures, m.captureBytes, m.captureFailures, m.replayJobs, m.replayRows,
 		m.scan, m.lastReconcile, m.guardArmed, m.alerts, m.stallsOpen,
@@ -172,13 +195,21 @@ func (m *Metrics) IncidentOpened(kind string) {
 	}
 }
 
-// IncidentState moves the open-incidents gauge: +1 when an incident enters
-// state, -1 when it leaves it. A resolved incident leaves its last state
-// and enters none.
+// IncidentState moves the incidents gauge: +1 when an incident enters
+// state, -1 when it leaves it. A terminal state is not a gauge series:
+// entering one counts the incident in incidents_finished_total instead,
+// so the gauge says what is open now and does not grow for ever.
 func (m *Metrics) IncidentState(kind, state string, delta int) {
-	if m != nil {
-		m.incidentsOpen.WithLabelValues(kind, state).Add(float64(delta))
+	if m == nil {
+		return
 	}
+	if journal.State(state).Terminal() {
+		if delta > 0 {
+			m.incidentsDone.WithLabelValues(kind, state).Add(float64(delta))
+		}
+		return
+	}
+	m.incidentsOpen.WithLabelValues(kind, state).Add(float64(delta))
 }
 
 func (m *Metrics) ObserveFreeze(d time.Duration) {

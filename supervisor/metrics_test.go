@@ -254,3 +254,46 @@ func TestMetricsNilIsNoOp(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestIncidentMetricsFinish: an incident that reaches a terminal state
+// leaves the incidents gauge (which says what is open now) and is counted
+// once in incidents_finished_total; every kind's counters start at 0.
+func TestIncidentMetricsFinish(t *testing.T) {
+	m := NewMetrics()
+	for _, k := range incidentKinds {
+		for _, name := range []string{"stateguard_incidents_opened_total", "stateguard_incidents_finished_total"} {
+			labels := map[string]string{"kind": string(k)}
+			if name == "stateguard_incidents_finished_total" {
+				labels["state"] = "unrecoverable"
+			}
+			if v := gatherValue(t, m, name, labels); v != 0 {
+				t.Errorf("%s%v starts at %v, want 0", name, labels, v)
+			}
+		}
+	}
+	m.IncidentOpened("replaced")
+	m.IncidentState("replaced", "open", 1)
+	m.IncidentState("replaced", "open", -1)
+	m.IncidentState("replaced", "frozen", 1)
+	m.IncidentState("replaced", "frozen", -1)
+	m.IncidentState("replaced", "resolved", 1)
+	// -1: no such series at all.
+	if v := gatherValue(t, m, "stateguard_incidents", map[string]string{"kind": "replaced", "state": "resolved"}); v != -1 {
+		t.Errorf("the incidents gauge has a resolved series: %v", v)
+	}
+	if v := gatherValue(t, m, "stateguard_incidents", map[string]string{"kind": "replaced", "state": "frozen"}); v != 0 {
+		t.Errorf("incidents{frozen} = %v after the incident moved on", v)
+	}
+	if v := gatherValue(t, m, "stateguard_incidents_finished_total", map[string]string{"kind": "replaced", "state": "resolved"}); v != 1 {
+		t.Errorf("incidents_finished_total{replaced,resolved} = %v, want 1", v)
+	}
+	m.GuardStoreMove("", GuardIdle)
+	m.GuardStoreMove("", "unavailable")
+	m.GuardStoreMove("unavailable", GuardIdle)
+	if v := gatherValue(t, m, "stateguard_guard_stores", map[string]string{"state": GuardIdle}); v != 2 {
+		t.Errorf("guard_stores{idle} = %v, want 2", v)
+	}
+	if v := gatherValue(t, m, "stateguard_guard_stores", map[string]string{"state": "unavailable"}); v != 0 {
+		t.Errorf("guard_stores{unavailable} = %v, want 0", v)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,6 +58,9 @@ type env struct {
 	// queueReplay asks a running agentd to queue a replay and reports
 	// whether it did; nil replays in this process, as with --now.
 	queueReplay func(ctx context.Context, e *env, req replayRequest) (queued bool, err error)
+	// describe, when set, makes a verb hand over its flags instead of
+	// running: the completion scripts are built from the verbs' own flags.
+	describe func(fs *flag.FlagSet)
 }
 
 // newEnv is agentctl's environment around the given streams: the real
@@ -77,8 +81,15 @@ func main() {
 	os.Exit(code)
 }
 
+// shellCommands complete the others (cmd_completion.go); apart, since
+// they read commands. completeVerb is hidden: the scripts call it.
+var shellCommands = []command{
+	{"completion", completionSummary, runCompletion},
+	{completeVerb, "", runComplete},
+}
+
 func lookup(name string) (command, bool) {
-	for _, c := range commands {
+	for _, c := range append(commands[:len(commands):len(commands)], shellCommands...) {
 		if c.name == name {
 			return c, true
 		}
@@ -109,8 +120,10 @@ func runCLI(ctx context.Context, e *env, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentctl <verb> [flags]")
 	fmt.Fprintln(w)
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	for _, c := range append(commands[:len(commands):len(commands)], shellCommands...) {
+		if c.summary != "" {
+			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage, 3 refused (unsafe), 4 partial.")

@@ -27,6 +27,10 @@ func newVerb(e *env, name string, usage func(io.Writer, *flag.FlagSet)) *verb {
 // the exit code: 0 after printing the usage for -h, 2 after printing the
 // mistake and the usage.
 func (v *verb) parse(args []string, check func(pos []string) string) (pos []string, code int, ok bool) {
+	if v.e.describe != nil {
+		v.e.describe(v.fs)
+		return nil, exitOK, false
+	}
 	pos, err := flagsAnywhere(v.fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		v.printUsage(v.e.stdout)

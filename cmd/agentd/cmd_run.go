@@ -23,6 +23,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	configPath := fs.String("config", "", "config file (default "+service.SystemConfigPath+" as root, $XDG_CONFIG_HOME/stateguard/agent.toml otherwise)")
 	stateDir := fs.String("state-dir", "", "state directory (overrides the config)")
 	socket := fs.String("socket", "", `control socket path (overrides the config; "-" for none)`)
+	watchdog := fs.Duration("watchdog", 0, "exit (status 70) when the incident path has not answered for this long, for a service manager without a watchdog protocol (launchd's KeepAlive) to restart agentd; 0: off. Under systemd, WatchdogSec= does this")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -52,6 +53,9 @@ func cmdRun(ctx context.Context, args []string) int {
 	var metrics *supervisor.Metrics
 	if cfg.Metrics.Listen != "" {
 		metrics = supervisor.NewMetrics()
+		// An unknown SQLite version cannot be: requireSQLite read it.
+		info, _ := version.Read(ctx)
+		metrics.BuildInfo(info.BuildInfoLabels())
 	}
 	// STATEGUARD_JOURNAL_SOCKET points the journal handler at another
 	// socket: the tests' fake journald.
@@ -82,7 +86,14 @@ func cmdRun(ctx context.Context, args []string) int {
 		log.Error("agent did not start", "err", err)
 		return 1
 	}
-	notify.send(sdnotify.Ready)
+	// READY=1 only once every store has had its first check: until then
+	// a store's generation is unknown and a change to it goes unseen.
+	if err := agent.Covered(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("not every store had its first check before READY=1", "subsystem", "notify", "err", err)
+	}
+	notify.send(sdnotify.Ready, sdnotify.Status(agentProbe{a: agent}.Summary()))
+	stopKeepalive := startKeepalive(ctx, agent, notify, log, *watchdog)
+	defer stopKeepalive()
 	for {
 		select {
 		case <-hup:
@@ -97,6 +108,7 @@ func cmdRun(ctx context.Context, args []string) int {
 			agent.Reload(opts(next))
 			notify.send(sdnotify.Ready)
 		case <-ctx.Done():
+			stopKeepalive()
 			notify.send(sdnotify.Stopping)
 			closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := agent.Close(closeCtx)

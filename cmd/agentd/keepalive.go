@@ -98,10 +98,11 @@ func (k *keepalive) run(ctx context.Context) {
 	}
 }
 
-// probeOnce runs one probe within the deadline. A probe that does not
-// return (it should honour its context, but it calls into the part that
-// may be wedged) counts as failed, and no second one starts while it is
-// stuck.
+// probeOnce runs one probe with the deadline on its context. A probe
+// waits for the slow parts until then and returns right after, so it is
+// given as long again to return; one that does not (it should honour its
+// context, but it calls into the part that may be wedged) counts as
+// failed, and no second one starts while it is stuck.
 func (k *keepalive) probeOnce(ctx context.Context) error {
 	if k.pending != nil {
 		select {
@@ -115,15 +116,16 @@ func (k *keepalive) probeOnce(ctx context.Context) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- k.probe.Alive(pctx) }()
+	grace := time.NewTimer(2 * k.deadline)
+	defer grace.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-pctx.Done():
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-grace.C:
 		k.pending = done
-		return fmt.Errorf("liveness probe did not return within %v: %w", k.deadline, errProbeStuck)
+		return fmt.Errorf("liveness probe did not return within %v: %w", 2*k.deadline, errProbeStuck)
 	}
 }
 

@@ -52,7 +52,7 @@ func newTestKeepalive(t *testing.T, p prober, log *syncWriter) (*keepalive, *sdn
 	l := slog.New(slog.NewJSONHandler(log, nil))
 	return &keepalive{
 		notify: &serviceNotify{n: n, log: l}, probe: p, log: l,
-		period: 20 * time.Millisecond, deadline: 10 * time.Millisecond, watchdog: true,
+		period: 100 * time.Millisecond, deadline: 50 * time.Millisecond, watchdog: true,
 		exit: func(int) { t.Error("exit called") }, now: time.Now,
 	}, sock
 }

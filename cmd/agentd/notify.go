@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/stateguard/stateguard/internal/sdnotify"
 )
@@ -12,9 +13,10 @@ import (
 // systemd it does nothing. A failed send is logged once: the agent goes
 // on protecting stores whatever the manager hears.
 type serviceNotify struct {
-	n    *sdnotify.Notifier
-	log  *slog.Logger
-	once sync.Once
+	n        *sdnotify.Notifier
+	watchdog time.Duration // WatchdogSec= meant for this process; 0: none
+	log      *slog.Logger
+	once     sync.Once
 }
 
 // newServiceNotify reads $NOTIFY_SOCKET and clears it (and the watchdog
@@ -25,8 +27,15 @@ func newServiceNotify(log *slog.Logger) *serviceNotify {
 	if err != nil {
 		log.Warn("not telling the service manager anything", "subsystem", "notify", "err", err)
 	}
+	wd, err := sdnotify.WatchdogInterval(os.Getenv, os.Getpid())
+	if err != nil {
+		log.Warn("ignoring the service manager's watchdog setting", "subsystem", "notify", "err", err)
+	}
+	if n == nil {
+		wd = 0 // nowhere to send keepalives
+	}
 	sdnotify.Unsetenv()
-	return &serviceNotify{n: n, log: log}
+	return &serviceNotify{n: n, watchdog: wd, log: log}
 }
 
 func (s *serviceNotify) send(msgs ...string) {
