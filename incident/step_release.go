@@ -24,6 +24,7 @@ const captureRetry = 5 * time.Second
 // so no orphan can become the last closer that checkpoints and unlinks.
 func (e *Engine) stepPin(li *live) {
 	pinnedNow := e.pinAll(li)
+	e.cutFromPins(li)
 	if len(li.pins) > 0 {
 		e.enter(li, pinned, journal.Step{Name: journal.StepPinned, Detail: map[string]any{"pins": pinnedNow}}, nil)
 		return

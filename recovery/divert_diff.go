@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
 	"github.com/stateguard/stateguard/store"
@@ -34,9 +33,9 @@ type divertRow struct {
 // same session of the healthy store. A capture row is present when the
 // healthy session has a row of the same identity (keyOf) not already
 // matched to an earlier capture row: two equal rows in the capture and one
-// in the store leave one missing. replacedAt (non-zero for KindReplaced)
-// splits the missing rows: stamped after it, replay; else pre.
-func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt time.Time) ([]sessionDiff, error) {
+// in the store leave one missing. cut splits the missing rows into
+// replay and pre (replayCut.pre).
+func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCut) ([]sessionDiff, error) {
 	sids, err := captureSessions(ctx, capQ)
 	if err != nil {
 		return nil, err
@@ -78,7 +77,7 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 				d.session = &s
 			}
 		}
-		d.missing(capRows, healthy, replacedAt)
+		d.missing(capRows, healthy, cut)
 		out = append(out, d)
 	}
 	return out, nil
@@ -86,8 +85,7 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 
 // missing fills d with the capture rows the healthy session lacks (see
 // diffCapture), rendered as diverted lines.
-func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.Time) {
-	cut := float64(replacedAt.UnixNano()) / 1e9
+func (d *sessionDiff) missing(capRows, healthy []store.Message, cut replayCut) {
 	d.captureRows, d.healthyRows = len(capRows), len(healthy)
 	have := make(map[rowKey]int, len(healthy))
 	for i := range healthy {
@@ -106,7 +104,7 @@ func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.
 			continue
 		}
 		row := divertRow{id: m.ID, line: line}
-		if !replacedAt.IsZero() && !(m.Timestamp.Valid && m.Timestamp.Float64 > cut) {
+		if cut.pre(m, k) {
 			d.pre = append(d.pre, row)
 			continue
 		}

@@ -436,14 +436,14 @@ func TestDiffCaptureSchemaless(t *testing.T) {
 	}
 	defer capDB.Close()
 	ctx := context.Background()
-	diffs, err := diffCapture(ctx, capDB, healthy, time.Now())
+	diffs, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()})
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("diff of an empty capture: %v, %v; want nothing and no error", diffs, err)
 	}
 	if _, err := capDB.Exec("CREATE TABLE other (x)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := diffCapture(ctx, capDB, healthy, time.Now()); err == nil {
+	if _, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}); err == nil {
 		t.Fatal("a capture with tables but no messages diffed without an error")
 	}
 }

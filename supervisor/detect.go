@@ -23,6 +23,7 @@ func (w *worker) check(at time.Time) {
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
+	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
 		// A restore is several syscalls (rename the main, then unlink
@@ -31,6 +32,9 @@ func (w *worker) check(at time.Time) {
 		// orphans are already stopped, so waiting costs no data.
 		gen = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
+		if cut == nil {
+			cut = w.walCut(gen)
+		}
 	}
 	sr, ok := w.scan(changed, frozen)
 	if !ok {
@@ -61,8 +65,28 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, frozen, at, oldRec, gen)
+		w.openIncident(orphans, frozen, at, oldRec, gen, cut)
 	}
+}
+
+// walCut reads, through the guard's fds on the generation the worker
+// last saw, where its WAL stands now, when gen shows its main replaced:
+// the frame cut of the incident about to open (incident/cut.go). It runs
+// right after the fast freeze, so the orphans it covers are stopped.
+func (w *worker) walCut(gen store.Generation) *store.WALCut {
+	g := w.guard.g
+	if g == nil || !w.haveGen || g.WAL() == nil || g.IDs() != guardFiles(w.gen) {
+		return nil
+	}
+	if gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
+		return nil // the main was not replaced
+	}
+	c, err := store.ReadWALCut(g.WAL(), g.SHM())
+	if err != nil {
+		w.log.Debug("no wal position for the cut", "err", err)
+		return nil
+	}
+	return &c
 }
 
 // scan finds the store's holders: a full scan after a real change (the
@@ -146,7 +170,7 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 
 // openIncident freezes the orphans the policy says to freeze that the
 // fast path did not, and hands them to the engine.
-func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation) {
+func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
@@ -169,7 +193,7 @@ func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenPr
 		at2[pid] = f.at
 	}
 	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
-		Old: old, New: generationRecord(gen)})
+		Old: old, New: generationRecord(gen), Cut: cut})
 }
 
 // Settle times: a change is classified once no further event for the
