@@ -127,3 +127,27 @@ func TestDivertFrameCutFallsBack(t *testing.T) {
 		timeRule(t, e.divert(req), "no wal position")
 	})
 }
+
+// A sidecar_lost store whose schema lived only in the lost -wal has no
+// tables at its path: every row of the capture is diverted, with the
+// capture's session row, for the replay to write once Hermes has created
+// the schema again (it waits for that), instead of the divert failing.
+func TestDivertIntoStoreWithoutSchema(t *testing.T) {
+	e := newDivertEnv(t)
+	o := e.orphan
+	o.session("r1", "cli", 100)
+	for i := range 3 {
+		o.add("r1", "user", "row "+itoa(i), 1_790_000_000+float64(i))
+	}
+	capture := o.capture(KindSidecarLost, "inc-noschema")
+	f, err := os.OpenFile(e.healthy, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // an empty main, as the -wal's loss leaves it
+	rep := e.divert(e.request(capture, "inc-noschema", KindSidecarLost))
+	replay, _ := divertContents(t, rep)
+	if !slices.Equal(replay, []string{"row 0", "row 1", "row 2"}) || len(rep.Files) != 1 || !rep.Files[0].NewSession || rep.Files[0].Session == nil {
+		t.Fatalf("divert into a store without schema: rows %v, files %+v", replay, rep.Files)
+	}
+}

@@ -40,9 +40,19 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCu
 	if err != nil {
 		return nil, err
 	}
-	sessCols, err := tableColumns(ctx, healthyQ, "sessions")
+	// A store whose schema lived only in a -wal that was lost has no
+	// tables now: every capture row is missing from it, and the replay
+	// waits until Hermes creates the schema again.
+	have, err := tablesIn(ctx, healthyQ)
 	if err != nil {
 		return nil, fmt.Errorf("healthy store: %w", err)
+	}
+	noSchema := !have["sessions"] || !have["messages"]
+	var sessCols map[string]bool
+	if !noSchema {
+		if sessCols, err = tableColumns(ctx, healthyQ, "sessions"); err != nil {
+			return nil, fmt.Errorf("healthy store: %w", err)
+		}
 	}
 	var out []sessionDiff
 	for _, sid := range sids {
@@ -54,9 +64,11 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCu
 		if err != nil {
 			return nil, fmt.Errorf("capture: session %s: %w", sid, err)
 		}
-		exists, err := store.SessionExists(ctx, healthyQ, sid)
-		if err != nil {
-			return nil, fmt.Errorf("healthy store: %w", err)
+		exists := false
+		if !noSchema {
+			if exists, err = store.SessionExists(ctx, healthyQ, sid); err != nil {
+				return nil, fmt.Errorf("healthy store: %w", err)
+			}
 		}
 		var healthy []store.Message
 		if exists {
@@ -73,7 +85,9 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCu
 			case err != nil:
 				return nil, fmt.Errorf("capture: %w", err)
 			default:
-				pruneSession(&s, sessCols)
+				if sessCols != nil {
+					pruneSession(&s, sessCols)
+				}
 				d.session = &s
 			}
 		}
@@ -121,6 +135,17 @@ func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
 	if empty, err := schemaless(ctx, q); err != nil || empty {
 		return nil, err
 	}
+	// Hermes creates its tables one statement at a time, messages after
+	// schema_version, state_meta and sessions: an orphan caught in
+	// between (a writer creating the schema of a store that had lost it)
+	// holds no message.
+	have, err := tablesIn(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	if !have["messages"] && (have["sessions"] || have["schema_version"] || have["state_meta"]) {
+		return nil, nil
+	}
 	rows, err := q.QueryContext(ctx, "SELECT session_id FROM messages GROUP BY session_id ORDER BY min(id)")
 	if err != nil {
 		return nil, fmt.Errorf("capture: list sessions: %w", err)
@@ -140,6 +165,24 @@ func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
 		return nil, fmt.Errorf("capture: list sessions: %w", err)
 	}
 	return out, nil
+}
+
+// tablesIn lists the database's tables.
+func tablesIn(ctx context.Context, q store.Querier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		return nil, fmt.Errorf("read schema: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("read schema: %w", err)
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
 }
 
 // schemaless reports whether the database has no schema object at all.
