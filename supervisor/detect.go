@@ -22,6 +22,7 @@ func (w *worker) check(at time.Time) {
 	w.watchMain(gen.Main)
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
+	w.takeEarly(frozen)
 	w.fastFreeze(gen, frozen)
 	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
@@ -215,6 +216,7 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.kickC:
 			quiet.Stop()
 			gen = w.readGeneration()
+			w.takeEarly(frozen)
 			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
@@ -258,6 +260,48 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 		if err := holders.Freeze(p.Ref()); err == nil {
 			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
 		}
+	}
+}
+
+// freezeEarly is the fast freeze run by kick, on the caller's goroutine:
+// what it stops waits in w.early for the worker's next check, which
+// confirms or thaws it like any fast-path freeze. Everything fastFreeze
+// reads is safe from any goroutine (the cache, the engine's holders, the
+// policies and the restore intents take their own locks).
+func (w *worker) freezeEarly() {
+	gen := w.readGeneration()
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	if w.earlyClosed {
+		return
+	}
+	if w.early == nil {
+		w.early = map[int]frozenProc{}
+	}
+	w.fastFreeze(gen, w.early)
+}
+
+// closeEarly, when the worker stops, thaws what the early freeze stopped
+// and no check took: nobody stays stopped without an incident.
+func (w *worker) closeEarly() {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	w.earlyClosed = true
+	w.thawAll(w.early)
+}
+
+// takeEarly moves the early freezes into this check's. One an incident
+// owns by now (a check opened it after the freeze) is the incident's:
+// this check must not thaw it as unconfirmed.
+func (w *worker) takeEarly(frozen map[int]frozenProc) {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	for pid, f := range w.early {
+		delete(w.early, pid)
+		if _, have := frozen[pid]; have || w.eng.Owns(f.ref) {
+			continue
+		}
+		frozen[pid] = f
 	}
 }
 
