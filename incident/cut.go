@@ -3,6 +3,7 @@ package incident
 import (
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
@@ -58,4 +59,24 @@ func (e *Engine) cutFromPins(li *live) {
 	e.record(li, journal.Step{Name: journal.StepWALCut, Detail: map[string]any{"frame": c.Frame, "source": "pin"}},
 		func(inc *journal.Incident) { inc.Detail.WALCut = rec })
 	e.log.Log(e.ctx, slog.LevelDebug, "wal cut read at the pins", "incident", li.id, "cut", c.String())
+}
+
+// checkpointHolder is a Procs that can keep an orphan from checkpointing.
+type checkpointHolder interface {
+	HoldCheckpoint(shm *os.File) error
+}
+
+// holdCheckpoint keeps the orphan of a replaced store from checkpointing
+// its WAL into its main or restarting it once pinned: a terminate policy
+// lets it run again, and a checkpoint past the cut (its autocheckpoint on
+// one more commit) would leave the capture unable to show the store at
+// the cut, sending the divert back to the timestamps.
+func (e *Engine) holdCheckpoint(li *live, shm *os.File) {
+	h, ok := e.d.Procs.(checkpointHolder)
+	if !ok {
+		return
+	}
+	if err := h.HoldCheckpoint(shm); err != nil {
+		e.log.Warn("orphan checkpoints not held off", "incident", li.id, "err", err)
+	}
 }

@@ -55,6 +55,9 @@ func (e *Engine) pinAll(li *live) []string {
 			if err := e.d.Procs.LockPin(f.Role, fd); err != nil {
 				e.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
 			}
+			if f.Role == holders.RoleSHM && cutKind(li.kind) {
+				e.holdCheckpoint(li, fd)
+			}
 			out = append(out, fmt.Sprintf("%s %s", f.Role, f.ID))
 			e.emit(slog.LevelInfo, "orphan inode pinned", EventHolderPinned, li, "pid", h.ref.Pid,
 				"role", string(f.Role), "id", f.ID.String(), "current", f.Current)
