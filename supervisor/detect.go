@@ -37,6 +37,15 @@ func (w *worker) check(at time.Time) {
 			cut = w.walCut(gen)
 		}
 	}
+	if changed && w.guard.g == nil && gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
+		// The first connection created the sidecars of an unguarded
+		// store: arm now, not after the full scan below (100 ms and more
+		// under load), during which a wrong last closer could unlink the
+		// live WAL. Nothing was guarded, so nothing the incident steps
+		// need from the old guard is lost; the deferred sync below finds
+		// it armed.
+		w.guardSync(gen)
+	}
 	sr, ok := w.scan(changed, frozen)
 	if !ok {
 		return
