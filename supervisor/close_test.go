@@ -49,6 +49,12 @@ func closeMidStep(t *testing.T, state journal.State, point string) {
 		o.Policies.Replaced, o.Hooks = incident.PolicyKill, hooks
 		opts = *o
 	})
+	// A failure while the step is held must not leave the agent's Close
+	// (an earlier cleanup, so it runs after this one) waiting for it
+	// until the test binary's timeout.
+	var release sync.Once
+	letGo := func() { release.Do(func() { close(proceed) }) }
+	t.Cleanup(letGo)
 	w := startHeldWriter(t, a, db)
 	w.AcksGrow(t, 10)
 	renamed := hermestest.RestoreOver(t, db)
@@ -60,7 +66,7 @@ func closeMidStep(t *testing.T, state journal.State, point string) {
 	closed := make(chan error, 1)
 	go func() { closed <- a.Close(context.Background()) }()
 	<-a.quit // Close has begun, and waits for the step
-	close(proceed)
+	letGo()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}

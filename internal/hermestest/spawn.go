@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,9 +138,8 @@ func spawn(cmd *exec.Cmd, o WriterOptions, timeout time.Duration) (*Writer, erro
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	if o.Credential != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
+	dieWithParent(cmd.SysProcAttr)
 	// An os.Pipe, not cmd.StdoutPipe: Wait (in its own goroutine below)
 	// closes a StdoutPipe as soon as the process exits, and a writer
 	// with a small Count can exit before "ready" is read.
@@ -148,13 +148,31 @@ func spawn(cmd *exec.Cmd, o WriterOptions, timeout time.Duration) (*Writer, erro
 		return nil, err
 	}
 	cmd.Stdout = pw
-	err = cmd.Start()
+	w := &Writer{Cmd: cmd, AckPath: o.Ack, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal (Linux) follows the thread that forked
+		// the writer, not the process: this goroutine keeps that thread
+		// until the writer has exited, so the writer dies with the test
+		// binary (a -timeout exit, a SIGKILL from outside: no cleanup
+		// runs then) and never because the runtime retired a thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			return
+		}
+		w.waitErr = cmd.Wait()
+		close(w.done)
+	}()
+	err = <-started
 	pw.Close()
 	if err != nil {
 		stdout.Close()
 		return nil, fmt.Errorf("start writer: %w", err)
 	}
-	w := &Writer{Cmd: cmd, Pid: cmd.Process.Pid, AckPath: o.Ack, done: make(chan struct{})}
+	w.Pid = cmd.Process.Pid
 	ready := make(chan error, 1)
 	go func() {
 		r := bufio.NewReader(stdout)
@@ -168,10 +186,6 @@ func spawn(cmd *exec.Cmd, o WriterOptions, timeout time.Duration) (*Writer, erro
 		}
 		_, _ = io.Copy(io.Discard, r)
 		stdout.Close()
-	}()
-	go func() {
-		w.waitErr = cmd.Wait()
-		close(w.done)
 	}()
 	select {
 	case err := <-ready:
