@@ -428,3 +428,23 @@ func readGen(t *testing.T, db string) store.Generation {
 	}
 	return g
 }
+
+// A connection creating the sidecars is guarded at its event, not after
+// the check's settle and full scan: that scan waits for any other store's
+// or the reconcile walker's, here held for the whole test, and a short-lived
+// connection would otherwise be gone, as the last closer, before the arm.
+func TestGuardArmsWhileScansWait(t *testing.T) {
+	home, db := testHome(t)
+	for _, s := range []string{"-wal", "-shm"} {
+		if err := os.Remove(db + s); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	a := startAgent(t, home, func(o *Options) { o.Guard, o.Reconcile = true, time.Hour })
+	waitGuard(t, a, db, control.GuardUnavailable, 10*time.Second)
+	a.scanMu.Lock()
+	defer a.scanMu.Unlock()
+	hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 5, Linger: true})
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
+	waitGuarded(t, fileID(t, db), fileID(t, db+"-shm"))
+}
