@@ -20,8 +20,10 @@ import (
 // or a rename aside: including, through /proc/locks, a holder it cannot
 // inspect. Only inodes someone held at the last scan are looked for: an
 // inode nobody holds can be freed and its number given to an unrelated
-// file, which must never be taken for a store's (birth times, where the
-// filesystem keeps them, catch the rest). An inode is forgotten once a
+// file, which must never be taken for a store's. Nor is an inode nobody
+// pins unless its birth time is known to tell it from such a file (see
+// KnownFile.Pinned): a held inode's holder may close it right after the
+// scan. An inode is forgotten once a
 // full scan sees nobody holding it and it is no longer at the store's
 // paths. Callers add what they know beyond the scans with Remember.
 //
@@ -46,12 +48,18 @@ type Cache struct {
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
 // of it; explicit counts the callers that vouch for it (Remember, less
-// ForgetFiles): the guard and an incident's pins may both keep it alive.
+// ForgetFiles): the guard and an incident's pins may both keep it alive;
+// pins counts those of them whose fds keep the number from being reused.
 type knownFile struct {
 	KnownFile
 	held     bool
 	explicit int
+	pins     int
 }
+
+// proven: the inode can be told from an unrelated file that got its
+// number, by a live pin or by its birth time.
+func (k knownFile) proven() bool { return k.pins > 0 || k.Birth != 0 }
 
 // SetRule sets the verdict rule of the scans that follow.
 func (c *Cache) SetRule(r Rule) {
@@ -69,8 +77,8 @@ func (c *Cache) Rule() Rule {
 
 // Remember adds inodes of earlier generations for every scan to look for
 // until ForgetFiles: the guard's or pins' inodes (which the caller's own
-// fds keep from being freed), an incident's journaled generation after a
-// restart. Give Birth when known.
+// fds keep from being freed: Pinned), an incident's journaled generation
+// after a restart (Birth). One with neither is kept but never looked for.
 func (c *Cache) Remember(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -95,6 +103,9 @@ func (c *Cache) ForgetFiles(files ...KnownFile) {
 		}
 		if k.explicit > 0 {
 			k.explicit--
+		}
+		if f.Pinned && k.pins > 0 {
+			k.pins--
 		}
 		if k.explicit == 0 && !k.held {
 			delete(m, f.ID)
@@ -140,8 +151,10 @@ func (c *Cache) options(targets []Target) (Options, map[int]Process) {
 	o := Options{Rule: c.rule.orDefault()}
 	for _, t := range targets {
 		for _, f := range c.known[filepath.Clean(t.Path)] {
-			if f.held || f.explicit > 0 {
-				o.Known = append(o.Known, f.KnownFile)
+			if (f.held || f.explicit > 0) && f.proven() {
+				k := f.KnownFile
+				k.Pinned = f.pins > 0
+				o.Known = append(o.Known, k)
 			}
 		}
 	}
@@ -299,7 +312,7 @@ func (c *Cache) learnGeneration(s StoreResult, full bool) {
 	for _, p := range s.Holders {
 		for _, f := range p.Files {
 			held[f.ID] = true
-			c.learn(s.Target.Path, KnownFile{Role: f.Role, ID: f.ID, Path: f.HostPath}, true, false)
+			c.learn(s.Target.Path, KnownFile{Role: f.Role, ID: f.ID, Path: f.HostPath, Birth: f.Birth}, true, false)
 		}
 	}
 	current := map[fileid.ID]bool{}
@@ -343,9 +356,13 @@ func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 			f.Birth = k.Birth
 		}
 	}
-	n := k.explicit
+	n, pins := k.explicit, k.pins
 	if explicit {
 		n++
+		if f.Pinned {
+			pins++
+		}
 	}
-	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: n}
+	f.Pinned = false // pins says whether it is pinned now
+	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: n, pins: pins}
 }

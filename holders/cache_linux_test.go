@@ -165,17 +165,18 @@ func TestKnownInodeWithAnotherBirthIsNotTheGeneration(t *testing.T) {
 	}
 	pid := holdFiles(t, holdOptions{}, other)
 	for _, c := range []struct {
-		birth int64
-		held  bool
-	}{{birth, true}, {0, true}, {birth - 1, false}} {
-		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: c.birth}}})
+		birth  int64
+		pinned bool
+		held   bool
+	}{{birth, false, true}, {0, true, true}, {0, false, false}, {birth - 1, false, false}, {birth - 1, true, false}} {
+		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: c.birth, Pinned: c.pinned}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := &res.Stores[0]
 		got := slices.ContainsFunc(s.Holders, func(p Process) bool { return p.Pid == pid })
 		if got != c.held {
-			t.Errorf("known birth %d (the file's %d): holder %v, want %v", c.birth, birth, got, c.held)
+			t.Errorf("known birth %d (the file's %d), pinned %v: holder %v, want %v", c.birth, birth, c.pinned, got, c.held)
 		}
 	}
 }
@@ -208,7 +209,9 @@ func TestKnownMappedInodeIsVerified(t *testing.T) {
 	pid := startMapHelper(t, db)
 	hermestest.RenameFreshOver(t, db)
 	for _, b := range []int64{birth, 0} {
-		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: b}}})
+		// Without a birth only a pin vouches for the number (the
+		// helper's mapping keeps it alive here).
+		res, err := ScanWith([]Target{{Path: db}}, Options{Known: []KnownFile{{Store: db, Role: RoleMain, ID: st.ID, Birth: b, Pinned: b == 0}}})
 		if err != nil {
 			t.Fatal(err)
 		}

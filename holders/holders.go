@@ -106,6 +106,10 @@ type Held struct {
 	MapWrite bool `json:"map_write"`
 	// Access sums up this inode: write, read, or unknown (lock only).
 	Access Access `json:"access"`
+	// Birth is the inode's birth time (statx btime, ns) where known: what
+	// lets a later scan (or agent, from the journal) tell it from an
+	// unrelated file that got its number once it is freed.
+	Birth int64 `json:"birth,omitempty"`
 }
 
 func (h *Held) has(e Evidence) bool { return slices.Contains(h.Evidence, e) }
@@ -301,6 +305,12 @@ type KnownFile struct {
 	// known: an inode number freed and reused for another file is then
 	// never taken for it.
 	Birth int64 `json:"birth,omitempty"`
+	// Pinned: the caller holds an open fd on the inode until it calls
+	// ForgetFiles, so the number cannot be freed and reused meanwhile.
+	// A remembered inode neither pinned nor with a Birth is never looked
+	// for: nothing could tell the file from an unrelated one that got
+	// the number, and a holder found by it could be frozen or killed.
+	Pinned bool `json:"-"`
 }
 
 // Options tune a scan. The zero value scans with RuleLocks.

@@ -225,26 +225,57 @@ func (s *procScanner) observe(fd int, path []byte, f statFacts, pass fdPass) (ob
 // lstat'ed it may have been unlinked since and its number reused (a
 // profile's -wal removed by its closer, the next profile's state.db
 // created) before this process was read. Only those inodes cost a statx.
+// An earlier generation's inode nobody pins must prove its birth time:
+// one the statx cannot read (closed since, no btime) is dropped, never
+// guessed.
 func (s *procScanner) dropReused(pd int) {
-	s.obs = slices.DeleteFunc(s.obs, func(o observation) bool {
-		want, ok := s.w.pastBirth(o.id)
-		if !ok {
-			want, ok = s.w.currentElsewhere(o)
+	kept := s.obs[:0]
+	for _, o := range s.obs {
+		if s.verifyBirth(pd, &o) {
+			kept = append(kept, o)
 		}
-		if !ok {
-			return false
+	}
+	s.obs = kept
+}
+
+// verifyBirth reports whether o may be an earlier generation's inode
+// (always, for an inode not indexed as one): pinned and of no other
+// birth, or of exactly the known birth. It sets o.birth to the birth it
+// read, so the cache can still tell the inode once the pin is gone.
+func (s *procScanner) verifyBirth(pd int, o *observation) bool {
+	want, pinned, ok := s.w.pastBirth(o.id)
+	if !ok {
+		cur, elsewhere := s.w.currentElsewhere(*o)
+		if !elsewhere {
+			return true
 		}
-		name := "map_files/" + o.mapRange // root only; else unverified
-		if o.fd >= 0 {
-			name = "fd/" + fdString(o.fd)
-		}
-		var stx unix.Statx_t
-		if unix.Statx(pd, name, 0, unix.STATX_INO|unix.STATX_BTIME, &stx) != nil || stx.Ino != o.id.Ino {
-			return false
-		}
-		got := statxBirth(&stx)
-		return got != 0 && got != want
-	})
+		got, read := s.birthOf(pd, o)
+		return !read || got == 0 || got == cur
+	}
+	got, read := s.birthOf(pd, o)
+	if !read {
+		o.birth = want
+		return pinned
+	}
+	o.birth = got
+	if pinned {
+		return got == 0 || want == 0 || got == want
+	}
+	return got == want
+}
+
+// birthOf reads the birth time of the file o names in pd (read false
+// when it is gone or is another inode by now).
+func (s *procScanner) birthOf(pd int, o *observation) (int64, bool) {
+	name := "map_files/" + o.mapRange // root only; else unverified
+	if o.fd >= 0 {
+		name = "fd/" + fdString(o.fd)
+	}
+	var stx unix.Statx_t
+	if unix.Statx(pd, name, 0, unix.STATX_INO|unix.STATX_BTIME, &stx) != nil || stx.Ino != o.id.Ino {
+		return 0, false
+	}
+	return statxBirth(&stx), true
 }
 
 // missesLocked reports whether the lock table shows pid holding a lock on

@@ -25,6 +25,7 @@ type observation struct {
 	mapped     bool
 	id         fileid.ID
 	nlink      uint64
+	birth      int64 // an earlier generation's inode's birth time, as verified
 	nlinkKnown bool
 	own        bool   // seen in the scan's own mount namespace: path is the host's view
 	fdWrite    bool   // fd open O_WRONLY/O_RDWR
@@ -45,6 +46,7 @@ type idRef struct {
 	current bool
 	path    string // where the host saw it (the role's path when current)
 	birth   int64  // its birth time (statx btime, ns) when known, to tell a reused inode number
+	pinned  bool   // an earlier generation's inode someone's fd keeps from being reused
 }
 
 // watch is the set of stores of one scan with what is at their paths now,
@@ -126,6 +128,9 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		if i < 0 || k.ID.IsZero() || !slices.Contains(Roles, k.Role) {
 			continue
 		}
+		if !k.Pinned && k.Birth == 0 {
+			continue // no proof it is still the same file: see KnownFile.Pinned
+		}
 		if slices.ContainsFunc(w.ids[k.ID], func(r idRef) bool { return r.store == i }) {
 			continue // current in this store: identity at the path wins
 		}
@@ -136,25 +141,29 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 			// holding that store, not this one's past generation.
 			continue
 		}
-		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth})
+		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth, pinned: k.Pinned})
 	}
 	return w
 }
 
 // pastBirth returns the birth time an earlier generation's inode had,
-// when id is indexed only as such and one is known: a file with this
-// identity but another birth is an unrelated file that got the number.
-func (w *watch) pastBirth(id fileid.ID) (int64, bool) {
-	var birth int64
-	for _, r := range w.ids[id] {
+// when id is indexed only as such (ok false for a current file or one not
+// indexed); pinned when someone's fd keeps the number from being reused.
+// Without a pin a file with this identity is taken for it only when its
+// birth time is that birth: otherwise it is an unrelated file that got
+// the number.
+func (w *watch) pastBirth(id fileid.ID) (birth int64, pinned, ok bool) {
+	refs := w.ids[id]
+	for _, r := range refs {
 		if r.current {
-			return 0, false
+			return 0, false, false
 		}
 		if r.birth != 0 {
 			birth = r.birth
 		}
+		pinned = pinned || r.pinned
 	}
-	return birth, birth != 0
+	return birth, pinned, len(refs) > 0
 }
 
 // currentElsewhere returns the birth time of the current file numbered
@@ -317,7 +326,10 @@ func (w *watch) match(obs []observation) []holding {
 // held turns an observation into the Held of one role.
 func (w *watch) held(o observation, store int, r Role, current bool, m Match, knownPath string) Held {
 	h := Held{Role: r, Path: o.path, HostPath: o.host, FD: o.fd, Mapped: o.mapped, ID: o.id, Nlink: o.nlink,
-		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead}
+		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead, Birth: o.birth}
+	if current {
+		h.Birth = w.birth[o.id]
+	}
 	if o.own && h.HostPath == "" {
 		h.HostPath = o.path
 	}

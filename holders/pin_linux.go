@@ -88,3 +88,14 @@ func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
+
+// FileBirth is f's birth time (statx btime, ns), 0 when the filesystem
+// keeps none: what a KnownFile's Birth is set from for an inode the
+// caller has open.
+func FileBirth(f *os.File) int64 {
+	var stx unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &stx) != nil {
+		return 0
+	}
+	return statxBirth(&stx)
+}

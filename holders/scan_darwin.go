@@ -140,6 +140,12 @@ func (s *darwinScanner) inspect(pid int) {
 		}
 		o := observation{path: v.Path, fd: fd.FD, id: v.ID, nlink: v.Nlink, nlinkKnown: true, own: true,
 			fdWrite: v.OpenFlags&fWrite != 0}
+		if _, pinned, past := s.w.pastBirth(o.id); past && !pinned {
+			// An earlier generation's inode nobody pins: the vnode info
+			// carries no birth time to tell it from a file that reused
+			// the number, and a holder found by it could be killed.
+			continue
+		}
 		if s.w.wanted(&o) {
 			s.obs = append(s.obs, o)
 		}

@@ -219,9 +219,12 @@ func (e *Engine) Close() {
 // pinned records a new pin of li and tells the holder cache to look for
 // its inode.
 func (e *Engine) pinned(li *live, p *pin) {
+	if p.birth == 0 && p.f != nil {
+		p.birth = holders.FileBirth(p.f)
+	}
 	li.pins = append(li.pins, p)
 	if e.d.Memory != nil {
-		e.d.Memory.Remember(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+		e.d.Memory.Remember(p.known(e.st.Path))
 	}
 }
 
@@ -230,7 +233,7 @@ func (e *Engine) pinned(li *live, p *pin) {
 func (e *Engine) unpin(li *live) {
 	if e.d.Memory != nil {
 		for _, p := range li.pins {
-			e.d.Memory.ForgetFiles(holders.KnownFile{Store: e.st.Path, Role: p.role, ID: p.id})
+			e.d.Memory.ForgetFiles(p.known(e.st.Path))
 		}
 	}
 	li.closePins()

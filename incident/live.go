@@ -119,9 +119,16 @@ type holder struct {
 // pin is one of the agent's read-only fds on an orphaned inode. While it
 // is open the inode's data outlives every other holder.
 type pin struct {
-	role holders.Role
-	id   fileid.ID
-	f    *os.File
+	role  holders.Role
+	id    fileid.ID
+	f     *os.File
+	birth int64 // statx btime of f, 0 when the filesystem keeps none
+}
+
+// known names the pinned inode for the holder cache: pinned, so the
+// cache may look for it while f is open (the number cannot be reused).
+func (p *pin) known(store string) holders.KnownFile {
+	return holders.KnownFile{Store: store, Role: p.role, ID: p.id, Birth: p.birth, Pinned: true}
 }
 
 // capture is a capture directory and what the pinned files looked like

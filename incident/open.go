@@ -126,7 +126,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: !p.MayWrite()}
 		_, hr.Frozen = o.Frozen[p.Pid]
 		for _, f := range p.Files {
-			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID})
+			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID, Birth: f.Birth})
 		}
 		recs = append(recs, hr)
 	}

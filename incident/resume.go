@@ -101,7 +101,11 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 	for _, h := range recs {
 		pids = append(pids, h.PID)
 		for _, f := range h.Files {
-			files = append(files, holders.KnownFile{Store: e.st.Path, Role: holders.Role(f.Role), ID: f.ID})
+			// Birth (when journaled) is the only proof left that an inode
+			// with this number is still the orphan: the previous agent's
+			// pins died with it, and the number may be an unrelated file's
+			// now. Without it the cache does not look for the inode.
+			files = append(files, holders.KnownFile{Store: e.st.Path, Role: holders.Role(f.Role), ID: f.ID, Birth: f.Birth})
 		}
 	}
 	// The journaled inodes are looked for by this scan only (a fresh

@@ -124,6 +124,10 @@ type HolderFile struct {
 	FD   int    `json:"fd"`   // -1 when only mapped
 	Mmap bool   `json:"mmap,omitempty"`
 	fileid.ID
+	// Birth is the inode's birth time (statx btime, ns) when the scan
+	// knew it: after a restart, the only proof that a file with this
+	// number is still the orphan and not a file that reused it.
+	Birth int64 `json:"birth,omitempty"`
 }
 
 // Step is one journaled event of an incident. From and To are set when the

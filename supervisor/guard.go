@@ -131,7 +131,8 @@ func (w *worker) familyFiles(f fileid.Family) []holders.KnownFile {
 	var out []holders.KnownFile
 	for _, k := range []holders.KnownFile{{Role: holders.RoleMain, ID: f.Main}, {Role: holders.RoleWAL, ID: f.WAL}, {Role: holders.RoleSHM, ID: f.SHM}} {
 		if !k.ID.IsZero() {
-			k.Store = w.st.Path
+			// The guard's fds keep these numbers from being reused.
+			k.Store, k.Pinned = w.st.Path, true
 			out = append(out, k)
 		}
 	}
