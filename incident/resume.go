@@ -140,7 +140,7 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 func heldFiles(fs []journal.HolderFile) []holders.Held {
 	out := make([]holders.Held, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, holders.Held{Role: holders.Role(f.Role), FD: f.FD, Mapped: f.Mmap, ID: f.ID})
+		out = append(out, holders.Held{Role: holders.Role(f.Role), FD: f.FD, Mapped: f.Mmap, ID: f.ID, Birth: f.Birth})
 	}
 	return out
 }
