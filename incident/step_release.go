@@ -50,8 +50,18 @@ func (e *Engine) pinAll(li *live) []string {
 				e.log.Warn("pin failed", "incident", li.id, "pid", h.ref.Pid, "role", string(f.Role), "err", err)
 				continue
 			}
+			b := holders.FileBirth(fd)
+			if f.Birth != 0 && b != 0 && b != f.Birth {
+				// Same number, another file: the orphan was freed and its
+				// number reused. Pinning it would make every holder of
+				// that unrelated file look like the orphan's.
+				fd.Close()
+				e.log.Warn("pin refused: the inode number now names a file born later", "incident", li.id, "pid", h.ref.Pid,
+					"role", string(f.Role), "id", f.ID.String())
+				continue
+			}
 			have[f.ID] = true
-			e.pinned(li, &pin{role: f.Role, id: f.ID, f: fd})
+			e.pinned(li, &pin{role: f.Role, id: f.ID, f: fd, birth: b})
 			if err := e.d.Procs.LockPin(f.Role, fd); err != nil {
 				e.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
 			}
