@@ -24,9 +24,7 @@ func (w *worker) check(at time.Time) {
 	w.watchMain(gen.Main)
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
-	w.takeEarly(frozen)
 	w.fastFreeze(gen, frozen)
-	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
 		// A restore is several syscalls (rename the main, then unlink
@@ -35,18 +33,6 @@ func (w *worker) check(at time.Time) {
 		// orphans are already stopped, so waiting costs no data.
 		gen = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
-		if cut == nil {
-			cut = w.walCut(gen)
-		}
-	}
-	if changed && w.guard.g == nil && gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
-		// The first connection created the sidecars of an unguarded
-		// store: arm now, not after the full scan below (100 ms and more
-		// under load), during which a wrong last closer could unlink the
-		// live WAL. Nothing was guarded, so nothing the incident steps
-		// need from the old guard is lost; the deferred sync below finds
-		// it armed.
-		w.guardSync(gen)
 	}
 	sr, ok := w.scan(changed, frozen)
 	if !ok {
@@ -77,28 +63,8 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, frozen, at, oldRec, gen, cut)
+		w.openIncident(orphans, frozen, at, oldRec, gen)
 	}
-}
-
-// walCut reads, through the guard's fds on the generation the worker
-// last saw, where its WAL stands now, when gen shows its main replaced:
-// the frame cut of the incident about to open (incident/cut.go). It runs
-// right after the fast freeze, so the orphans it covers are stopped.
-func (w *worker) walCut(gen store.Generation) *store.WALCut {
-	g := w.guard.g
-	if g == nil || !w.haveGen || g.WAL() == nil || g.IDs() != guardFiles(w.gen) {
-		return nil
-	}
-	if gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
-		return nil // the main was not replaced
-	}
-	c, err := store.ReadWALCut(g.WAL(), g.SHM())
-	if err != nil {
-		w.log.Debug("no wal position for the cut", "err", err)
-		return nil
-	}
-	return &c
 }
 
 // scan finds the store's holders: a full scan after a real change (the
@@ -218,7 +184,7 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 
 // openIncident freezes the orphans the policy says to freeze that the
 // fast path did not, and hands them to the engine.
-func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
+func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation) {
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
@@ -243,7 +209,7 @@ func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenPr
 		at2[pid] = f.at
 	}
 	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
-		Old: old, New: generationRecord(gen), Cut: cut})
+		Old: old, New: generationRecord(gen)})
 }
 
 // Settle times: a change is classified once no further event for the
@@ -265,7 +231,6 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.kickC:
 			quiet.Stop()
 			gen = w.readGeneration()
-			w.takeEarly(frozen)
 			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
@@ -374,48 +339,6 @@ func isCloser(p *holders.Process, g store.Generation, closer int) bool {
 		}
 	}
 	return shm
-}
-
-// freezeEarly is the fast freeze run by kick, on the caller's goroutine:
-// what it stops waits in w.early for the worker's next check, which
-// confirms or thaws it like any fast-path freeze. Everything fastFreeze
-// reads is safe from any goroutine (the cache, the engine's holders, the
-// policies and the restore intents take their own locks).
-func (w *worker) freezeEarly() {
-	gen := w.readGeneration()
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	if w.earlyClosed {
-		return
-	}
-	if w.early == nil {
-		w.early = map[int]frozenProc{}
-	}
-	w.fastFreeze(gen, w.early)
-}
-
-// closeEarly, when the worker stops, thaws what the early freeze stopped
-// and no check took: nobody stays stopped without an incident.
-func (w *worker) closeEarly() {
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	w.earlyClosed = true
-	w.thawAll(w.early, "the store's worker stopped before a check confirmed the freeze")
-}
-
-// takeEarly moves the early freezes into this check's. One an incident
-// owns by now (a check opened it after the freeze) is the incident's:
-// this check must not thaw it as unconfirmed.
-func (w *worker) takeEarly(frozen map[int]frozenProc) {
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	for pid, f := range w.early {
-		delete(w.early, pid)
-		if _, have := frozen[pid]; have || w.eng.Owns(f.ref) {
-			continue
-		}
-		frozen[pid] = f
-	}
 }
 
 // frozenProc is a process this check stopped, and when.

@@ -36,9 +36,6 @@ type workerGuard struct {
 	loaded bool   // pause read from the journal
 	failed string // the last guard.failed logged, so a lasting failure is said once
 	retry  bool   // the last arm failed transiently: the tick tries again
-	// fastRetries counts the quick re-checks since the guard last armed
-	// (guardRetrySoon).
-	fastRetries int
 	// claimedWAL is the guard's -wal when an incident's holders hold it:
 	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
 	claimedWAL fileid.ID
@@ -180,13 +177,11 @@ func (w *worker) guardArm(gen store.Generation) {
 			// change's own event brings the next check; the tick
 			// retries in case it was folded into this one.
 			gd.retry = true
-			w.guardRetrySoon()
 			w.guardUnavailable(mainSame, "store changed while arming; retrying")
 		default:
 			gd.retry = errors.Is(err, holders.ErrGuardRefused)
 			why, hint := err.Error(), "the agent retries at every change and reconcile"
 			if gd.retry {
-				w.guardRetrySoon()
 				why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried every second"
 			}
 			if key := fmt.Sprint(want, err); gd.failed != key {
@@ -198,7 +193,7 @@ func (w *worker) guardArm(gen store.Generation) {
 		}
 		return
 	}
-	gd.g, gd.retry, gd.failed, gd.claimedWAL, gd.fastRetries = g, false, "", fileid.ID{}, 0
+	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", fileid.ID{}
 	// Its fds keep these inodes alive wherever they are renamed: every
 	// scan looks for their holders until the guard lets go.
 	w.a.cache.Remember(w.familyFiles(want)...)
@@ -207,26 +202,6 @@ func (w *worker) guardArm(gen store.Generation) {
 		w.guardCloseOne(old, "generation changed")
 	}
 	w.guardSet(control.GuardStatus{State: control.GuardArmed})
-}
-
-// A guard arm that failed for a passing reason (the first connection
-// still setting up the -shm holds its lock, or the files changed while
-// arming) is retried within milliseconds a few times before the once a
-// second tick takes over: until the guard holds, a wrong last closer can
-// unlink the live WAL (a chaos run's guard breach came 100 ms after such
-// an arm failed, 600 ms before the tick re-armed).
-const (
-	guardFastRetry   = 10 * time.Millisecond
-	guardFastRetries = 50
-)
-
-func (w *worker) guardRetrySoon() {
-	gd := &w.guard
-	if gd.fastRetries >= guardFastRetries {
-		return
-	}
-	gd.fastRetries++
-	time.AfterFunc(guardFastRetry, func() { w.kick(time.Now()) })
 }
 
 // guardUnavailable reports why the live generation is not guarded. With
