@@ -27,12 +27,14 @@ func (w *worker) check(at time.Time) {
 	w.fastFreeze(gen, frozen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
+		w.armOnOpen(gen)
 		// A restore is several syscalls (rename the main, then unlink
 		// the sidecars, often from separate commands): classify what
 		// it leaves, not the instant between two of its steps. The
 		// orphans are already stopped, so waiting costs no data.
 		gen = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
+		w.armOnOpen(gen) // the -shm comes just after the -wal
 	}
 	sr, ok := w.scan(changed, frozen)
 	if !ok {
@@ -65,6 +67,27 @@ func (w *worker) check(at time.Time) {
 		}
 		w.openIncident(orphans, frozen, at, oldRec, gen)
 	}
+}
+
+// armOnOpen arms the guard at once when gen is only a connection opening
+// the store (sidecarsCreated): the settle and the full scan (which waits
+// for any other store's or the reconcile walker's scan) can take longer
+// than that connection lives, and the guard must hold the new -shm before
+// the connection can be its last closer. The check's own guardSync after
+// the scan finds it armed.
+func (w *worker) armOnOpen(gen store.Generation) {
+	if w.haveGen && sidecarsCreated(gen.Diff(w.gen)) {
+		w.guardSync(gen)
+	}
+}
+
+// sidecarsCreated reports whether ch is only a connection creating the
+// -wal and/or -shm next to the same main file: nothing to classify, so the
+// guard arms before the check goes on. A replaced or removed sidecar is
+// not: lostWAL reads the old -wal through the guard still holding it.
+func sidecarsCreated(ch store.Change) bool {
+	created := ch & (store.WALCreated | store.SHMCreated)
+	return created != 0 && ch&^(store.WALCreated|store.SHMCreated|store.WALReset) == 0
 }
 
 // scan finds the store's holders: a full scan after a real change (the

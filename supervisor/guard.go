@@ -36,6 +36,12 @@ type workerGuard struct {
 	loaded bool   // pause read from the journal
 	failed string // the last guard.failed logged, so a lasting failure is said once
 	retry  bool   // the last arm failed transiently: the tick tries again
+	// retryAt is when; retryWait grows from guardRetryMin to wakeBusy, so
+	// a connection setting up a new -shm (its write lock lasts
+	// microseconds) is not left unguarded for a second, and one holding
+	// EXCLUSIVE for long is not polled in a loop.
+	retryAt   time.Time
+	retryWait time.Duration
 	// claimedWAL is the guard's -wal when an incident's holders hold it:
 	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
 	claimedWAL fileid.ID
@@ -90,9 +96,24 @@ func (w *worker) guardSync(gen store.Generation) {
 // re-arms, and an arm that failed for a passing reason is retried.
 func (w *worker) guardTick(now time.Time) {
 	gd := &w.guard
-	if (gd.pause != nil && !gd.pause.Active(now)) || gd.retry {
+	if (gd.pause != nil && !gd.pause.Active(now)) || (gd.retry && !now.Before(gd.retryAt)) {
 		w.guardSync(w.readGeneration())
 	}
+}
+
+// guardRetryMin is the first retry's wait after a transient arm failure.
+const guardRetryMin = 5 * time.Millisecond
+
+// setRetry schedules the next arm attempt after a transient failure
+// (doubling the wait up to wakeBusy), or clears it.
+func (gd *workerGuard) setRetry(on bool) {
+	gd.retry = on
+	if !on {
+		gd.retryWait, gd.retryAt = 0, time.Time{}
+		return
+	}
+	gd.retryWait = min(max(2*gd.retryWait, guardRetryMin), wakeBusy)
+	gd.retryAt = time.Now().Add(gd.retryWait)
 }
 
 // guardClose releases the store's guard when its worker stops.
@@ -170,19 +191,19 @@ func (w *worker) guardArm(gen store.Generation) {
 	if err != nil {
 		switch {
 		case errors.Is(err, errNotWAL):
-			gd.retry = false
+			gd.setRetry(false)
 			w.guardUnavailable(false, "not in WAL mode")
 		case errors.Is(err, fileid.ErrIdentityChanged):
 			// A change between the check's lstat and the open: the
 			// change's own event brings the next check; the tick
 			// retries in case it was folded into this one.
-			gd.retry = true
+			gd.setRetry(true)
 			w.guardUnavailable(mainSame, "store changed while arming; retrying")
 		default:
-			gd.retry = errors.Is(err, holders.ErrGuardRefused)
+			gd.setRetry(errors.Is(err, holders.ErrGuardRefused))
 			why, hint := err.Error(), "the agent retries at every change and reconcile"
 			if gd.retry {
-				why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried every second"
+				why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried at once, then every second"
 			}
 			if key := fmt.Sprint(want, err); gd.failed != key {
 				gd.failed = key
@@ -193,7 +214,8 @@ func (w *worker) guardArm(gen store.Generation) {
 		}
 		return
 	}
-	gd.g, gd.retry, gd.failed, gd.claimedWAL = g, false, "", fileid.ID{}
+	gd.g, gd.failed, gd.claimedWAL = g, "", fileid.ID{}
+	gd.setRetry(false)
 	// Its fds keep these inodes alive wherever they are renamed: every
 	// scan looks for their holders until the guard lets go.
 	w.a.cache.Remember(w.familyFiles(want)...)

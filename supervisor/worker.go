@@ -183,8 +183,8 @@ func (w *worker) run() {
 const wakeBusy = time.Second
 
 // wake is when the worker next has something to do by itself, zero for
-// never: once a second while an incident is open or a guard arm is to be
-// retried, when a guard pause ends, and when the stall check is due.
+// never: once a second while an incident is open, when a guard arm is to
+// be retried, when a guard pause ends, and when the stall check is due.
 func (w *worker) wake(now time.Time) time.Time {
 	var next time.Time
 	at := func(t time.Time) {
@@ -192,8 +192,11 @@ func (w *worker) wake(now time.Time) time.Time {
 			next = t
 		}
 	}
-	if w.busy() || w.guard.retry {
+	if w.busy() {
 		at(now.Add(wakeBusy))
+	}
+	if w.guard.retry {
+		at(w.guard.retryAt)
 	}
 	if p := w.guard.pause; p != nil {
 		at(p.Until)
