@@ -271,7 +271,12 @@ func TestRecreatedProfileDirGetsNewWorker(t *testing.T) {
 	if err := hermestest.CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.refreshStores(); err != nil {
+	// As the walker does: refreshStores runs under walkMu, never beside
+	// the agent's own rescan.
+	a.walkMu.Lock()
+	err := a.refreshStores()
+	a.walkMu.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	now := a.worker(db)
