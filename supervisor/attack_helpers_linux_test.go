@@ -6,9 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,23 +31,7 @@ type attackUser struct {
 // one named profile "work".
 func newAttackUser(t *testing.T, base, name string) attackUser {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
-	}
-	exec.Command("userdel", name).Run()
-	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("userdel", name).Run() })
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := hermestest.AddUser(t, name)
 	au := attackUser{name: name, uid: uid, gid: gid, home: filepath.Join(base, name)}
 	au.hermes = filepath.Join(au.home, ".hermes")
 	if err := os.MkdirAll(filepath.Join(au.hermes, "profiles", "work"), 0o700); err != nil {

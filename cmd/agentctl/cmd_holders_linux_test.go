@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -98,26 +97,10 @@ func TestHoldersRenamedMainIsOrphan(t *testing.T) {
 	check(r, holders.MatchInode)
 }
 
-// addUser creates a user for one test (removed at cleanup; a leftover of
-// a crashed run is removed first) and returns its uid.
+// addUser creates a user for one test and returns its uid.
 func addUser(t *testing.T, name string) uint32 {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
-	}
-	exec.Command("userdel", name).Run()
-	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("userdel", name).Run() })
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
+	uid, _ := hermestest.AddUser(t, name)
 	return uint32(uid)
 }
 
