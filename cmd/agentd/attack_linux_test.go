@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,23 +25,7 @@ import (
 // removed first) and returns its credential.
 func attackUser(t *testing.T, name string) *syscall.Credential {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates users and runs agentd as root")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
-	}
-	_ = exec.Command("userdel", name).Run()
-	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := hermestest.AddUser(t, name)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
