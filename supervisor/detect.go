@@ -21,7 +21,13 @@ import (
 func (w *worker) check(at time.Time) {
 	w.openRewrites()
 	gen := w.readGeneration()
-	w.watchMain(gen.Main)
+	if !w.haveGen || gen.Main.ID == w.gen.Main.ID {
+		// A main that is new at the path is a generation change, which
+		// this check classifies (mispaired, replaced) before it is
+		// watched: what writes it meanwhile (tar -x, cp after a mv
+		// aside) fills a file no live WAL is paired with yet.
+		w.watchMain(gen.Main)
+	}
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.fastFreeze(gen, frozen)
@@ -55,6 +61,7 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.gen, w.haveGen = gen, true
+	w.watchMain(gen.Main)
 	fam := gen.IDs()
 	w.seen.Store(&fam)
 	w.recheck.Store(false)

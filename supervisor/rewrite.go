@@ -60,9 +60,11 @@ func (a *Agent) closeRewrites() {
 	}
 }
 
-// watchMain marks the main at the store's path, once per inode; the
-// previous main of the worker is no longer its store's (it is an old
-// generation, whose holders the incidents handle).
+// watchMain marks main, the main of the generation the worker has
+// classified, once per inode; the previous main of the worker is no
+// longer its store's (it is an old generation, whose holders the
+// incidents handle). When another inode is at the path by the time it is
+// marked, that one is left to the check its change kicked.
 func (w *worker) watchMain(main fileid.State) {
 	rw := &w.a.rw
 	if rw.mw == nil || !main.Exists || main.ID == w.watched {
@@ -71,6 +73,12 @@ func (w *worker) watchMain(main fileid.State) {
 	id, err := rw.mw.Watch(w.st.Path)
 	if err != nil {
 		w.log.Debug("main not watched for in-place writes", "err", err)
+		return
+	}
+	if id != main.ID {
+		if id != w.watched {
+			rw.mw.Unwatch(id)
+		}
 		return
 	}
 	rw.mu.Lock()
