@@ -85,7 +85,7 @@ func SessionIDFor(jsonlPath, id string) string {
 }
 
 // loadDiverted reads and parses the JSONL and computes its recovery ids.
-// It only ever opens the file read-only.
+// It only ever opens the file read-only, once (openOperatorInput).
 func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverted, error) {
 	sid := SessionIDFor(jsonlPath, opts.SessionID)
 	if sid == "" {
@@ -94,31 +94,35 @@ func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverte
 	if opts.Input.set() {
 		return loadCheckedInput(jsonlPath, sid, opts.Input)
 	}
-	fi, err := os.Stat(jsonlPath)
-	if err != nil {
-		return "", "", Diverted{}, fmt.Errorf("replay: diverted transcript: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", "", Diverted{}, fmt.Errorf("replay: diverted transcript %s is not a regular file", jsonlPath)
-	}
-	resolved, err := ResolveJSONLPath(jsonlPath)
-	if err != nil {
-		return "", "", Diverted{}, fmt.Errorf("replay: %w", err)
-	}
-	d, err := ParseDivertedFile(resolved)
+	f, resolved, err := openOperatorInput(jsonlPath)
 	if err != nil {
 		return "", "", Diverted{}, err
+	}
+	defer f.Close()
+	d, err := ParseDiverted(f)
+	if err != nil {
+		return "", "", d, fmt.Errorf("read diverted transcript %s: %w", resolved, err)
 	}
 	AssignRecoveryIDs(resolved, d.Records)
 	return resolved, sid, d, nil
 }
 
 // ReplayFile opens the store at dbPath writable (see store.OpenWritable),
-// replays jsonlPath into it and closes it.
+// replays jsonlPath into it and closes it. The file is streamed: memory
+// does not grow with its size (replayStream).
 func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	if opts.Input.set() && !opts.perRowCommit {
+	switch {
+	case opts.perRowCommit:
+		return replayFileWhole(ctx, dbPath, jsonlPath, opts)
+	case opts.Input.set():
 		return replayFileStreaming(ctx, dbPath, jsonlPath, opts)
 	}
+	return replayOperatorFile(ctx, dbPath, jsonlPath, opts)
+}
+
+// replayFileWhole is the benchmark's baseline: the whole file parsed
+// first, then one commit per row as Hermes does.
+func replayFileWhole(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
 	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
 	if err != nil {
 		return ReplayReport{}, err
@@ -150,11 +154,31 @@ func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOption
 //
 // The JSONL is only read, never modified or deleted.
 func Replay(ctx context.Context, w *store.Writable, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
-	if err != nil {
-		return ReplayReport{}, err
+	if opts.perRowCommit {
+		resolved, sid, d, err := loadDiverted(jsonlPath, opts)
+		if err != nil {
+			return ReplayReport{}, err
+		}
+		return replay(ctx, w, resolved, sid, d, opts)
 	}
-	return replay(ctx, w, resolved, sid, d, opts)
+	sid := SessionIDFor(jsonlPath, opts.SessionID)
+	if sid == "" {
+		return ReplayReport{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
+	}
+	var f *os.File
+	var resolved string
+	var err error
+	if opts.Input.set() {
+		f, err = openReplayInput(jsonlPath, opts.Input)
+		resolved = filepath.Clean(jsonlPath)
+	} else {
+		f, resolved, err = openOperatorInput(jsonlPath)
+	}
+	if err != nil {
+		return ReplayReport{}, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	return replayStream(ctx, w, f, resolved, sid, opts, lineBound(opts))
 }
 
 func newReport(resolved, sid string, d Diverted) ReplayReport {

@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -127,54 +126,22 @@ func loadCheckedInput(path, sid string, in ReplayInput) (string, string, Diverte
 }
 
 // openWritableChecked opens the store for a replay on the profile's
-// behalf: its directory is the recorded one (no symlink anywhere), the
-// main is a regular file owned by the profile's owner or root, and after
-// SQLite has opened it by name the name still leads to that same inode.
-//
-// Residual race: SQLite opens by name, and modernc's driver offers no
-// SQLITE_OPEN_NOFOLLOW nor the fd it opened, so between the first check
-// and SQLite's open the owner could swap state.db for a symlink and back
-// before the second check. Run as the owner (store.AsOwner, which the
-// daemon does), that swap can only reach a file the owner may write
-// anyway; without impersonation (macOS, or no CAP_SETUID) the window is
-// these few system calls.
+// behalf through the profile directory's handle (store.OpenSQLiteIn): its
+// directory is the recorded one (no symlink anywhere), the main is a
+// regular file owned by the profile's owner or root, and after SQLite has
+// opened it by name the name still leads to that same inode.
 func openWritableChecked(ctx context.Context, dbPath string, in ReplayInput) (*store.Writable, error) {
 	dbPath = filepath.Clean(dbPath)
 	if filepath.Dir(dbPath) != filepath.Clean(in.ProfileDir) {
 		return nil, fmt.Errorf("%w: store %s is not in the profile directory %s", ErrUntrustedInput, dbPath, in.ProfileDir)
 	}
-	d, err := openStoreDir(in.ProfileDir, in.Dir)
-	if err != nil {
-		return nil, err
+	w, err := store.OpenSQLiteIn(in.ProfileDir, in.Dir, filepath.Base(dbPath), func(p string) (*store.Writable, error) {
+		return store.OpenWritable(ctx, p)
+	})
+	if errors.Is(err, store.ErrForeignOwner) {
+		return nil, fmt.Errorf("%w: %w", ErrUntrustedInput, err)
 	}
-	defer d.close()
-	base := filepath.Base(dbPath)
-	before, err := d.lstat(base)
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", dbPath, err)
-	}
-	if !isRegular(&before) {
-		return nil, fmt.Errorf("open writable %s: %w", dbPath, store.ErrNotRegular)
-	}
-	if int(before.Uid) != d.want.UID && before.Uid != 0 {
-		return nil, fmt.Errorf("%w: store %s belongs to uid %d, its directory to uid %d: not written", ErrUntrustedInput, dbPath, before.Uid, d.want.UID)
-	}
-	w, err := store.OpenWritable(ctx, d.join(base))
-	if err != nil {
-		return nil, err
-	}
-	after, err := d.lstat(base)
-	if err == nil {
-		err = d.verify()
-	}
-	if err == nil && fileid.FromStat(&after) != fileid.FromStat(&before) {
-		err = fmt.Errorf("%w: %s was replaced while it was opened", fileid.ErrIdentityChanged, dbPath)
-	}
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open writable %s: %w; nothing was written", dbPath, err)
-	}
-	return w, nil
+	return w, err
 }
 
 // IsDivertPath reports whether path is inside profileDir's

@@ -4,6 +4,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,10 +51,62 @@ func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts Rep
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
 	defer w.Close()
-	return replayStream(ctx, w, f, resolved, sid, opts)
+	return replayStream(ctx, w, f, resolved, sid, opts, maxStreamLine)
 }
 
-func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, sid string, opts ReplayOptions) (ReplayReport, error) {
+// replayOperatorFile is ReplayFile for the operator's own file (agentctl
+// replay, a job queued over the socket): named by the operator, so a
+// symlink to it is fine, but resolved once and read only through the fd
+// opened then; streamed like the daemon's replays, with one line bounded
+// at maxLine.
+func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+	sid := SessionIDFor(jsonlPath, opts.SessionID)
+	if sid == "" {
+		return ReplayReport{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
+	}
+	f, resolved, err := openOperatorInput(jsonlPath)
+	if err != nil {
+		return ReplayReport{}, err
+	}
+	defer f.Close()
+	w, err := store.OpenWritable(ctx, dbPath)
+	if err != nil {
+		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
+	}
+	defer w.Close()
+	rep, err := replayStream(ctx, w, f, resolved, sid, opts, maxLine)
+	return rep, store.Explain(w.Path(), err)
+}
+
+// openOperatorInput resolves the operator's JSONL path once, as Hermes
+// does (the resolved path seeds the recovery ids), and opens that path
+// without following a link again and without blocking; the file must be
+// regular. Everything after reads the fd.
+func openOperatorInput(path string) (*os.File, string, error) {
+	resolved, err := ResolveJSONLPath(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("replay: diverted transcript: %w (hint: check the path)", err)
+	}
+	f, err := openNoFollow(resolved)
+	if errors.Is(err, store.ErrNotRegular) {
+		return nil, "", fmt.Errorf("replay: diverted transcript %s is not a regular file: %w", path, err)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("replay: diverted transcript: %w", err)
+	}
+	return f, resolved, nil
+}
+
+// lineBound is the longest line a replay reads: the daemon's bound for a
+// checked input, else the operator's.
+func lineBound(opts ReplayOptions) int {
+	if opts.Input.set() {
+		return maxStreamLine
+	}
+	return maxLine
+}
+
+func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, sid string, opts ReplayOptions, lineMax int) (ReplayReport, error) {
 	now := float64(time.Now().UnixNano()) / 1e9
 	var rep ReplayReport
 	job := func(tx *store.Tx) error {
@@ -73,7 +126,7 @@ func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, 
 		}
 		chain := NewChain(resolved)
 		next, matching := 0, true
-		d, err := scanDiverted(f, maxStreamLine, func(r Record) error {
+		d, err := scanDiverted(f, lineMax, func(r Record) error {
 			// The chain runs over every record, FromLine or not, so the
 			// ids are the ones Hermes computes for the whole file.
 			r.RecoveryID = chain.Next(r.identity)

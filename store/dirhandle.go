@@ -35,6 +35,11 @@ var ErrDirChanged = fmt.Errorf("store directory changed since discovery: %w", fi
 // following links has a symlink in one of its components.
 var ErrSymlinkInPath = errors.New("symlink in path")
 
+// ErrForeignOwner means a file under a store directory belongs to neither
+// the directory's owner nor root: stateguard does not read or write it on
+// the directory's behalf.
+var ErrForeignOwner = errors.New("file owned by another user")
+
 // DirChangedError names the directory and says what differs.
 type DirChangedError struct {
 	Path      string

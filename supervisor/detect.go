@@ -2,8 +2,7 @@ package supervisor
 
 import (
 	"errors"
-	"os"
-	"syscall"
+	"path/filepath"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -146,7 +145,7 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []holders.Process {
 	var orphans []holders.Process
 	now := w.readGeneration()
-	closer := closingPid(w.st.Path, now)
+	closer := closingPid(w.st, now)
 	for _, p := range orphansNow(sr.Orphans(), now) {
 		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) {
 			orphans = append(orphans, p)
@@ -307,7 +306,7 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 			continue
 		}
 		if closer < 0 {
-			closer = closingPid(w.st.Path, gen)
+			closer = closingPid(w.st, gen)
 		}
 		if isCloser(p, gen, closer) {
 			continue
@@ -329,14 +328,22 @@ func stillHoldsStale(p *holders.Process, g store.Generation) bool {
 	return false
 }
 
-// closingPid is the pid of a process holding the main at the path in g
-// EXCLUSIVE (holders.ExclusiveLocker), 0 when none does or it cannot be
-// told. The open never follows a symlink and never blocks on a FIFO.
-func closingPid(path string, g store.Generation) int {
+// closingPid is the pid of a process holding the store's main (the one
+// in g) EXCLUSIVE, 0 when none does or the main cannot be reached safely.
+// It runs in the fast freeze's path, inside a directory a user owns: the
+// main is opened from the profile directory's handle (no symlink in any
+// component, the directory discovery recorded), never by its name, and
+// must be the inode in g.
+func closingPid(s store.Store, g store.Generation) int {
 	if !g.Main.Exists || !g.Main.Regular() {
 		return 0
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	h, err := s.OpenDir()
+	if err != nil {
+		return 0
+	}
+	defer h.Close()
+	f, err := h.OpenFile(filepath.Base(s.Path))
 	if err != nil {
 		return 0
 	}
