@@ -40,7 +40,13 @@ const (
 type AdoptRequest struct {
 	Donor     string // the donor store's main file
 	Recipient string // the adopting profile's store
-	Session   string // exact session id; titles are never used
+	// DonorDir and RecipientDir are the stores' directories as they were
+	// resolved (store.Store.DirID): every open goes through a handle on
+	// the directory and refuses another one (zero: not compared, still
+	// reached without a symlink).
+	DonorDir, RecipientDir store.DirID
+
+	Session string // exact session id; titles are never used
 	// KeepDonor imports without retiring the donor segments.
 	KeepDonor bool
 	// BeforeRetire, when set, runs after the import and right before the
@@ -127,9 +133,9 @@ func Adopt(ctx context.Context, req AdoptRequest) (AdoptReport, error) {
 	if now == nil {
 		now = time.Now
 	}
-	segs, stop, err := exportLineage(ctx, req.Donor, req.Session)
+	segs, stop, err := exportLineage(ctx, donorStore(req), req.Session)
 	if err != nil {
-		return rep, err
+		return rep, store.Explain(req.Donor, err)
 	}
 	rep.Segments = make([]AdoptSegment, len(segs))
 	for i, s := range segs {
@@ -147,12 +153,12 @@ func Adopt(ctx context.Context, req AdoptRequest) (AdoptReport, error) {
 		r := &rep.Segments[0].Reason
 		*r = joinReason(*r, stop)
 	}
-	if err := importLineage(ctx, req.Recipient, segs, rep.Segments); err != nil {
-		return rep, err
+	if err := importLineage(ctx, recipientStore(req), segs, rep.Segments); err != nil {
+		return rep, store.Explain(req.Recipient, err)
 	}
 	if !req.KeepDonor {
 		if err := retireDonors(ctx, req, segs, rep.Segments, now()); err != nil {
-			return rep, err
+			return rep, store.Explain(req.Donor, err)
 		}
 	}
 	rep.DonorRetired = len(rep.Segments) > 0
@@ -160,6 +166,14 @@ func Adopt(ctx context.Context, req AdoptRequest) (AdoptReport, error) {
 		rep.DonorRetired = rep.DonorRetired && s.DonorRetired
 	}
 	return rep, nil
+}
+
+func donorStore(req AdoptRequest) store.Store {
+	return store.Store{Path: req.Donor, DirID: req.DonorDir}
+}
+
+func recipientStore(req AdoptRequest) store.Store {
+	return store.Store{Path: req.Recipient, DirID: req.RecipientDir}
 }
 
 func quoteOr(s, none string) string {
@@ -179,8 +193,9 @@ func joinReason(a, b string) string {
 // exportLineage reads the session and its ancestors, root first, with
 // all their messages, through one read-only connection. stop says why the
 // walk ended early ("" when it reached a root).
-func exportLineage(ctx context.Context, donor, id string) ([]donorSegment, string, error) {
-	db, err := store.OpenReadOnly(donor)
+func exportLineage(ctx context.Context, ds store.Store, id string) ([]donorSegment, string, error) {
+	donor := ds.Path
+	db, err := ds.OpenReadOnly()
 	if err != nil {
 		return nil, "", fmt.Errorf("adopt: open donor: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 // recipient lacks it, then the donor's messages past the longest prefix
 // the recipient already holds (so a second run, or a run after the donor
 // grew, imports only what is new).
-func importLineage(ctx context.Context, recipient string, segs []donorSegment, rep []AdoptSegment) error {
+func importLineage(ctx context.Context, rs store.Store, segs []donorSegment, rep []AdoptSegment) error {
 	var ids []string
 	for i, s := range segs {
 		if rep[i].Status == "" {
@@ -27,7 +27,7 @@ func importLineage(ctx context.Context, recipient string, segs []donorSegment, r
 	if len(ids) == 0 {
 		return nil
 	}
-	w, err := store.OpenWritable(ctx, recipient)
+	w, err := rs.OpenWritable(ctx)
 	if err != nil {
 		return fmt.Errorf("adopt: open recipient: %w (nothing was imported or retired)", err)
 	}
@@ -58,7 +58,7 @@ func importLineage(ctx context.Context, recipient string, segs []donorSegment, r
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("adopt: import into %s: %w (nothing was imported or retired)", recipient, err)
+		return fmt.Errorf("adopt: import into %s: %w (nothing was imported or retired)", rs.Path, err)
 	}
 	copy(rep, result)
 	return nil
@@ -219,7 +219,7 @@ func retireDonors(ctx context.Context, req AdoptRequest, segs []donorSegment, re
 		}
 		return nil
 	}
-	w, err := store.OpenWritable(ctx, req.Donor)
+	w, err := donorStore(req).OpenWritable(ctx)
 	if err != nil {
 		return fail(err)
 	}

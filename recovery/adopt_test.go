@@ -409,3 +409,34 @@ func TestAdoptLongLineage(t *testing.T) {
 		t.Fatalf("recipient holds %v", got)
 	}
 }
+
+// Adopt opens both stores through handles on the directories the CLI
+// resolved: a recipient profile directory renamed away and replaced by a
+// look-alike (holding another store) after the resolution is refused,
+// nothing is imported into either, and the donor is not retired.
+func TestAdoptRefusesSwappedProfileDir(t *testing.T) {
+	f := newAdoptFixture(t)
+	ctx := context.Background()
+	donor, err := store.ResolveStore(f.donor)
+	noErr(t, err)
+	recipient, err := store.ResolveStore(f.recipient)
+	noErr(t, err)
+	dir := filepath.Dir(f.recipient)
+	noErr(t, os.Rename(dir, dir+".aside"))
+	noErr(t, os.Mkdir(dir, 0o700))
+	noErr(t, hermestest.CreateStore(f.recipient))
+	_, err = Adopt(ctx, AdoptRequest{Donor: donor.Path, Recipient: recipient.Path, DonorDir: donor.DirID,
+		RecipientDir: recipient.DirID, Session: "sC"})
+	if !errors.Is(err, store.ErrDirChanged) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("adopt into a swapped profile dir: %v, want ErrDirChanged naming %s", err, dir)
+	}
+	if n := len(messagesOf(t, f.recipient, "sC")); n != 0 {
+		t.Errorf("the look-alike store got %d messages", n)
+	}
+	if n := len(messagesOf(t, filepath.Join(dir+".aside", "state.db"), "sC")); n != 0 {
+		t.Errorf("the moved-away store got %d messages", n)
+	}
+	if ds := sessionRow(t, f.donor, "sC"); ds.Archived.Int64 != 0 {
+		t.Errorf("donor retired although nothing was adopted: %+v", ds)
+	}
+}

@@ -128,16 +128,29 @@ func queryRows(ctx context.Context, q store.Querier, query string, args ...any) 
 	return out, rows.Err()
 }
 
-// ExportStore reads a session from the store at dbPath, read-only.
+// ExportStore reads a session from the store at dbPath, read-only; the
+// path is resolved once (store.ResolveStore), then ExportFrom.
 func ExportStore(ctx context.Context, dbPath, sessionID string) (*Export, error) {
-	db, err := store.OpenReadOnly(dbPath)
+	s, err := store.ResolveStore(dbPath)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return ExportFrom(ctx, s, sessionID)
+}
+
+// ExportFrom reads a session from the store s, read-only, opened through
+// its directory's handle (store.Store.OpenReadOnly: no symlink, the
+// directory s records).
+func ExportFrom(ctx context.Context, s store.Store, sessionID string) (*Export, error) {
+	dbPath := s.Path
+	db, err := s.OpenReadOnly()
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	defer db.Close()
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("export: open %s: %w", dbPath, err)
+		return nil, store.Explain(dbPath, fmt.Errorf("export: open %s: %w", dbPath, err))
 	}
 	defer conn.Close()
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // one snapshot
@@ -147,7 +160,7 @@ func ExportStore(ctx context.Context, dbPath, sessionID string) (*Export, error)
 	defer tx.Rollback()
 	x, err := ReadExport(ctx, tx, sessionID)
 	if err != nil {
-		return nil, store.Explain(dbPath, fmt.Errorf("export: %w", err))
+		return nil, store.Explain(dbPath, fmt.Errorf("read %s: %w", dbPath, err))
 	}
 	x.Source = dbPath
 	return x, nil

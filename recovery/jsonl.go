@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
 )
@@ -86,10 +85,11 @@ func (d Diverted) Invalid() []LineIssue {
 // has no bound; nothing it writes comes near this.
 const maxLine = 512 << 20
 
-// ParseDivertedFile reads a diverted JSONL read-only. It never modifies the
-// file.
+// ParseDivertedFile reads a diverted JSONL read-only, through one fd
+// opened without blocking and kept only for a regular file (a FIFO at the
+// name would block a plain open forever). It never modifies the file.
 func ParseDivertedFile(path string) (Diverted, error) {
-	f, err := os.Open(path)
+	f, _, err := openOperatorInput(path)
 	if err != nil {
 		return Diverted{}, fmt.Errorf("read diverted transcript: %w", err)
 	}

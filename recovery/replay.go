@@ -43,6 +43,13 @@ type ReplayOptions struct {
 	// replays on a profile's behalf): see ReplayInput.
 	Input ReplayInput
 
+	// StoreDir is the store's directory as the operator's path resolved
+	// to (store.Store.DirID): the store is opened through a handle on the
+	// directory, never through a symlink, and refused when the directory
+	// is another one (zero: not compared). Input.Dir replaces it for a
+	// checked input.
+	StoreDir store.DirID
+
 	// perRowCommit commits every appended row on its own, the way Hermes
 	// does; only the benchmark uses it, as the baseline.
 	perRowCommit bool

@@ -69,7 +69,7 @@ func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts Repl
 		return ReplayReport{}, err
 	}
 	defer f.Close()
-	w, err := store.OpenWritable(ctx, dbPath)
+	w, err := store.Store{Path: dbPath, DirID: opts.StoreDir}.OpenWritable(ctx)
 	if err != nil {
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
@@ -92,7 +92,7 @@ func openOperatorInput(path string) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("replay: diverted transcript %s is not a regular file: %w", path, err)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("replay: diverted transcript: %w", err)
+		return nil, "", fmt.Errorf("replay: diverted transcript: %w (hint: check that this user may read it)", err)
 	}
 	return f, resolved, nil
 }
@@ -169,4 +169,17 @@ func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, 
 			resolved, sid, w.Path(), err)
 	}
 	return rep, nil
+}
+
+// ResolveOperatorInput is what a JSONL an operator names resolves to, once
+// (the path the replay reads and that seeds its recovery ids), checked to
+// be a regular file this process may open; the daemon queues that path, so
+// a link re-pointed later changes nothing.
+func ResolveOperatorInput(path string) (string, error) {
+	f, resolved, err := openOperatorInput(path)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return resolved, nil
 }

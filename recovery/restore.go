@@ -159,16 +159,16 @@ func PlanRestore(ctx context.Context, req RestoreRequest) (*RestorePlan, error) 
 	}
 	if err := p.copyBackup(ctx, tmp); err != nil {
 		p.Close()
-		return nil, err
+		return nil, store.Explain(p.Backup, err)
 	}
 	if err := p.classifyTarget(ctx); err != nil {
 		p.Close()
-		return nil, err
+		return nil, store.Explain(p.Target, err)
 	}
 	if p.Mode == RestoreOnline {
 		if err := p.matchPageSize(ctx); err != nil {
 			p.Close()
-			return nil, err
+			return nil, store.Explain(p.Target, err)
 		}
 	}
 	return p, nil
@@ -267,7 +267,8 @@ func (p *RestorePlan) Execute(ctx context.Context, o RestoreOptions) (RestoreRes
 	res := RestoreResult{Mode: p.Mode, Target: p.Target, Backup: p.Backup, Before: p.Before,
 		BackupRows: p.BackupRows, MainBefore: fileid.Pair(p.files[roleMain].id)}
 	if p.Mode == RestoreOnline {
-		return p.executeOnline(ctx, o, res)
+		res, err := p.executeOnline(ctx, o, res)
+		return res, store.Explain(p.Target, err)
 	}
 	if p.NeedsClear() && !o.Clear {
 		what := "replace the broken main file"
@@ -277,7 +278,8 @@ func (p *RestorePlan) Execute(ctx context.Context, o RestoreOptions) (RestoreRes
 		return res, &RefusedError{Target: p.Target, Reason: fmt.Sprintf("the store is %s and publishing the backup would %s, "+
 			"which orphans any process still holding them; that needs a holder scan that proves no process holds the store (--force does not override it)", p.TargetState, what)}
 	}
-	return p.executePublish(ctx, res)
+	res, err := p.executePublish(ctx, res)
+	return res, store.Explain(p.Target, err)
 }
 
 func joinNames(paths []string) string {

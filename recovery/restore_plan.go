@@ -148,7 +148,7 @@ func (p *RestorePlan) checkBackup(ctx context.Context) error {
 	db.SetMaxOpenConns(1)
 	problems, err := integrityCheck(ctx, db, "integrity_check")
 	if err != nil {
-		return fmt.Errorf("%w: %s: SQLite cannot read it: %v", ErrBackupInvalid, p.Backup, err)
+		return fmt.Errorf("%w: %s: SQLite cannot read it: %w", ErrBackupInvalid, p.Backup, err)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s fails integrity_check: %s", ErrBackupInvalid, p.Backup, strings.Join(problems, "; "))

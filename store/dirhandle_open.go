@@ -63,6 +63,10 @@ func (h *DirHandle) lstatAt(name string) (unix.Stat_t, error) {
 // anyway.
 func OpenSQLiteIn[T interface{ Close() error }](dir string, want DirID, name string, open func(path string) (T, error)) (T, error) {
 	var zero T
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return zero, fmt.Errorf("open %s: %w", name, err)
+	}
 	h, err := OpenDir(dir, want)
 	if err != nil {
 		return zero, err
@@ -110,4 +114,27 @@ func (s Store) OpenWritable(ctx context.Context) (*Writable, error) {
 // (OpenSQLiteIn with OpenReadOnly).
 func (s Store) OpenReadOnly() (*sql.DB, error) {
 	return OpenSQLiteIn(s.Dir(), s.DirID, filepath.Base(s.Path), OpenReadOnly)
+}
+
+// ResolveStore is a store named by an operator's path (agentctl --db):
+// the directory's symlinks are resolved once, here, and the directory is
+// recorded as it is now, so every later open of the store goes through a
+// handle on that directory (OpenWritable, OpenReadOnly) and refuses one
+// swapped in since. The file itself is never a symlink (the opens refuse
+// one).
+func ResolveStore(path string) (Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Store{}, fmt.Errorf("store %s: %w", path, err)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return Store{}, fmt.Errorf("store %s: its directory: %w (hint: check the path)", abs, err)
+	}
+	h, err := OpenDir(dir, DirID{})
+	if err != nil {
+		return Store{}, fmt.Errorf("store %s: %w", abs, err)
+	}
+	defer h.Close()
+	return Store{Home: dir, Path: filepath.Join(dir, filepath.Base(abs)), Kind: Hermes, DirID: h.ID()}, nil
 }

@@ -154,10 +154,22 @@ func (hs *homeSet) addOwned(path, source string, explicit bool, wantUID int) {
 		return
 	}
 	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		if _, err := followTrustedLink(abs, wantUID); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Resolved once: the home is the target followTrustedLink
+		// checked, not what the link names by the time it is resolved
+		// again.
+		real, id, err := followTrustedLink(abs, wantUID)
+		switch {
+		case err == nil:
+			hs.addResolved(real, source, id.ID, id.UID)
+		case errors.Is(err, fs.ErrNotExist):
+			if explicit {
+				hs.problems = append(hs.problems, Problem{Path: abs, Err: ErrMissingHome,
+					Hint: fmt.Sprintf("create it or remove it from the %s settings", sourceWord(source))})
+			}
+		default:
 			hs.problems = append(hs.problems, Problem{Path: abs, Err: err, Hint: "this Hermes home is " + untrustedLinkHint})
-			return
 		}
+		return
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -183,16 +195,21 @@ func (hs *homeSet) addOwned(path, source string, explicit bool, wantUID int) {
 		return
 	}
 	st := fileid.Of(fi)
+	hs.addResolved(real, source, st.ID, st.UID)
+}
+
+// addResolved adds the home at the resolved path real, once.
+func (hs *homeSet) addResolved(real, source string, id fileid.ID, uid int) {
 	if hs.paths == nil {
 		hs.paths = map[string]bool{}
 		hs.ids = map[fileid.ID]bool{}
 	}
-	if hs.paths[real] || (fileid.Supported && hs.ids[st.ID]) {
+	if hs.paths[real] || (fileid.Supported && hs.ids[id]) {
 		return
 	}
 	hs.paths[real] = true
-	hs.ids[st.ID] = true
-	hs.homes = append(hs.homes, Home{Root: real, Source: source, UID: st.UID})
+	hs.ids[id] = true
+	hs.homes = append(hs.homes, Home{Root: real, Source: source, UID: uid})
 }
 
 func sourceWord(source string) string {

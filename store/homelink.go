@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/stateguard/stateguard/fileid"
 )
@@ -49,33 +50,37 @@ func isSystemDir(p string) bool {
 // accepts it only when the target's owner is the link's owner, both are
 // wantUID when that is known (>= 0: a passwd account's uid, or the home's
 // owner for its profiles/), and the target is not a system directory. It
-// returns the resolved target.
-func followTrustedLink(link string, wantUID int) (string, error) {
+// returns the resolved target, resolved once: the owner is read from the
+// target opened without following any symlink (OpenDir), so a link
+// re-pointed between the resolution and the check cannot pass another
+// directory's owner off as the target's.
+func followTrustedLink(link string, wantUID int) (string, DirID, error) {
 	lst, err := fileid.Lstat(link)
 	if err != nil {
-		return "", err
+		return "", DirID{}, err
 	}
 	target, err := filepath.EvalSymlinks(link)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", link, err)
+		return "", DirID{}, fmt.Errorf("resolve %s: %w", link, err)
 	}
-	fi, err := os.Stat(target)
+	h, err := OpenDir(target, DirID{})
 	if err != nil {
-		return "", fmt.Errorf("stat %s: %w", target, err)
+		if errors.Is(err, syscall.ENOTDIR) {
+			return "", DirID{}, fmt.Errorf("%s -> %s: not a directory", link, target)
+		}
+		return "", DirID{}, fmt.Errorf("%s -> %s: %w", link, target, err)
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s -> %s: not a directory", link, target)
-	}
-	tst := fileid.Of(fi)
+	id := h.ID()
+	h.Close()
 	switch {
-	case tst.UID != lst.UID:
-		return "", fmt.Errorf("%w: %s (uid %d) -> %s (uid %d)", ErrUntrustedLink, link, lst.UID, target, tst.UID)
+	case id.UID != lst.UID:
+		return "", DirID{}, fmt.Errorf("%w: %s (uid %d) -> %s (uid %d)", ErrUntrustedLink, link, lst.UID, target, id.UID)
 	case wantUID >= 0 && lst.UID != wantUID:
-		return "", fmt.Errorf("%w: %s -> %s is owned by uid %d, the account is uid %d", ErrUntrustedLink, link, target, lst.UID, wantUID)
+		return "", DirID{}, fmt.Errorf("%w: %s -> %s is owned by uid %d, the account is uid %d", ErrUntrustedLink, link, target, lst.UID, wantUID)
 	case isSystemDir(target):
-		return "", fmt.Errorf("%w: %s -> %s is a system directory", ErrUntrustedLink, link, target)
+		return "", DirID{}, fmt.Errorf("%w: %s -> %s is a system directory", ErrUntrustedLink, link, target)
 	}
-	return target, nil
+	return target, id, nil
 }
 
 // untrustedLinkHint is what the operator can do about a refused link.
@@ -94,7 +99,7 @@ func profilesDir(h Home) (dir string, prob Problem, ok bool) {
 		return "", Problem{Path: dir, Err: fmt.Errorf("list profiles: %w", err),
 			Hint: "named profiles of this home are not watched; check the directory's permissions"}, false
 	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := followTrustedLink(dir, h.UID)
+		target, _, err := followTrustedLink(dir, h.UID)
 		if err != nil {
 			return "", Problem{Path: dir, Err: err, Hint: "named profiles of this home are " + untrustedLinkHint}, false
 		}

@@ -43,6 +43,11 @@ type TurnLease struct {
 // ReadLiveness reads the store at path read-only, in one read transaction
 // so heartbeats and leases come from the same snapshot.
 func ReadLiveness(ctx context.Context, path string) (Liveness, error) {
+	lv, err := readLiveness(ctx, path)
+	return lv, Explain(path, err)
+}
+
+func readLiveness(ctx context.Context, path string) (Liveness, error) {
 	var lv Liveness
 	db, err := OpenReadOnly(path)
 	if err != nil {

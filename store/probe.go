@@ -257,7 +257,7 @@ func ProbeFile(ctx context.Context, path string) (Schema, error) {
 		return s, nh
 	}
 	if err != nil {
-		return s, fmt.Errorf("probe %s: %w", abs, err)
+		return s, Explain(abs, fmt.Errorf("probe %s: %w", abs, err))
 	}
 	return s, nil
 }

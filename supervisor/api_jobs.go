@@ -10,6 +10,7 @@ import (
 	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
 )
 
 func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
@@ -22,10 +23,14 @@ func (a *Agent) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("job: path %q and store %q must be absolute", req.Path, req.Store))
 		return
 	}
-	if fi, err := os.Stat(req.Path); err != nil || !fi.Mode().IsRegular() {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("job: %s is not a readable regular file (hint: agentd reads it, as %d)", req.Path, os.Geteuid()))
+	// Resolved once, here: the job names the file the operator meant
+	// now, whatever a link on the way points to by the time it runs.
+	resolved, err := recovery.ResolveOperatorInput(req.Path)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("job: %s is not a readable regular file (hint: agentd reads it, as %d): %w", req.Path, os.Geteuid(), err))
 		return
 	}
+	req.Path = resolved
 	if a.worker(req.Store) == nil {
 		writeErr(w, http.StatusNotFound, fmt.Errorf("job: %s is not a store agentd watches (hint: agentctl status lists them; use --now to replay without the daemon)", req.Store))
 		return

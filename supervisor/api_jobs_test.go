@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,5 +61,52 @@ func TestEnqueueReplayOverSocket(t *testing.T) {
 	rows := dbRows(t, db)
 	if rows["queued one"] != 1 || rows["queued two"] != 1 {
 		t.Fatalf("rows after two replays: %v", rows)
+	}
+}
+
+// A job's JSONL is resolved once, at the enqueue: the job names the file
+// a symlink pointed to then, and a FIFO (which would block a reader) or a
+// missing file is refused with 400 before anything is queued.
+func TestEnqueueResolvesThePathOnce(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, nil)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(dir, "sess-real.jsonl")
+	if err := os.WriteFile(real, []byte(`{"role": "user", "content": "x", "timestamp": 1}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "sess-link.jsonl")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "sess-fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
+	}}}
+	post := func(path string) (int, journal.Job) {
+		b, _ := json.Marshal(control.JobRequest{Path: path, Store: db, SessionID: "s"})
+		resp, err := c.Post("http://agent/v1/jobs", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var j journal.Job
+		json.NewDecoder(resp.Body).Decode(&j)
+		return resp.StatusCode, j
+	}
+	for _, p := range []string{fifo, filepath.Join(dir, "missing.jsonl")} {
+		if code, _ := post(p); code != http.StatusBadRequest {
+			t.Errorf("enqueue %s: HTTP %d, want 400", p, code)
+		}
+	}
+	code, job := post(link)
+	if code != http.StatusAccepted || job.Path != real {
+		t.Fatalf("enqueue through a symlink: HTTP %d, job path %q, want 202 and %s", code, job.Path, real)
 	}
 }

@@ -47,15 +47,16 @@ func runAdopt(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	donor, err := replayStore(e, "", *from, *home)
+	donor, err := resolveStoreOf(e, "", *from, *home)
 	if err != nil {
 		return v.fail(fmt.Errorf("--from: %w", err))
 	}
-	recipient, err := replayStore(e, "", *to, *home)
+	recipient, err := resolveStoreOf(e, "", *to, *home)
 	if err != nil {
 		return v.fail(fmt.Errorf("--to: %w", err))
 	}
-	rep, err := recovery.Adopt(ctx, recovery.AdoptRequest{Donor: donor, Recipient: recipient, Session: *session, KeepDonor: *keep})
+	rep, err := recovery.Adopt(ctx, recovery.AdoptRequest{Donor: donor.Path, Recipient: recipient.Path,
+		DonorDir: donor.DirID, RecipientDir: recipient.DirID, Session: *session, KeepDonor: *keep})
 	if err != nil {
 		return v.fail(err)
 	}

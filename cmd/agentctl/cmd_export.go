@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
 )
 
 func exportUsage(w io.Writer, fs *flag.FlagSet) {
@@ -58,9 +59,9 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	if *capture != "" {
 		x, err = recovery.ExportCapture(ctx, expandHome(*capture, e.getenv), "", *session)
 	} else {
-		var path string
-		if path, err = sf.resolve(e); err == nil {
-			x, err = recovery.ExportStore(ctx, path, *session)
+		var s store.Store
+		if s, err = sf.resolveStore(e); err == nil {
+			x, err = recovery.ExportFrom(ctx, s, *session)
 		}
 	}
 	if err != nil {

@@ -89,10 +89,11 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 		return reportLines(e.stderr, rep.Issues, rep.Repaired, "would be")
 	}
 
-	dbPath, err := sf.resolve(e)
+	st, err := sf.resolveStore(e)
 	if err != nil {
 		return v.fail(err)
 	}
+	dbPath := st.Path
 	if !*now && e.queueReplay != nil {
 		abs, _ := filepath.Abs(jsonl)
 		queued, err := e.queueReplay(ctx, e, replayRequest{Path: abs, SessionID: *sessionID, Store: dbPath})
@@ -104,7 +105,7 @@ func runReplay(ctx context.Context, e *env, args []string) int {
 			return exitOK
 		}
 	}
-	rep, err := recovery.ReplayFile(ctx, dbPath, jsonl, recovery.ReplayOptions{SessionID: *sessionID})
+	rep, err := recovery.ReplayFile(ctx, dbPath, jsonl, recovery.ReplayOptions{SessionID: *sessionID, StoreDir: st.DirID})
 	if err != nil {
 		v.fail(err)
 		if errors.Is(err, store.ErrNeedsTokenizer) || errors.Is(err, store.ErrNotWALStore) || errors.Is(err, store.ErrNotRegular) {
@@ -169,6 +170,17 @@ func replayStore(e *env, db, profile, home string) (string, error) {
 	if db != "" {
 		return filepath.Abs(expandHome(db, e.getenv))
 	}
+	s, err := resolveStoreOf(e, db, profile, home)
+	return s.Path, err
+}
+
+// resolveStoreOf is replayStore with the store directory as it is now (DirID):
+// an operator's path is resolved once, here, and every later open of the
+// store goes through a handle on that directory (store.Store.OpenWritable).
+func resolveStoreOf(e *env, db, profile, home string) (store.Store, error) {
+	if db != "" {
+		return store.ResolveStore(expandHome(db, e.getenv))
+	}
 	if profile == "" {
 		profile = store.DefaultProfile
 	}
@@ -176,23 +188,26 @@ func replayStore(e *env, db, profile, home string) (string, error) {
 	if home != "" {
 		root, err := filepath.Abs(expandHome(home, e.getenv))
 		if err != nil {
-			return "", err
+			return store.Store{}, err
+		}
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r // resolved once: the store's directory is then reached without links
 		}
 		h = store.Home{Root: root}
 	} else {
 		homes, problems := store.DiscoverHomes(store.DiscoverOptions{Getenv: e.getenv, CurrentUserOnly: true})
 		if len(homes) == 0 {
 			if len(problems) > 0 {
-				return "", fmt.Errorf("no Hermes home: %v", problems[0])
+				return store.Store{}, fmt.Errorf("no Hermes home: %v", problems[0])
 			}
-			return "", errors.New("no Hermes home found; pass --home or --db")
+			return store.Store{}, errors.New("no Hermes home found; pass --home or --db")
 		}
 		h = homes[0]
 	}
 	stores, problems := store.Profiles(h)
 	for _, s := range stores {
 		if s.Profile == profile {
-			return s.Path, nil
+			return s, nil
 		}
 	}
 	want := filepath.Join(h.Root, "state.db")
@@ -201,11 +216,11 @@ func replayStore(e *env, db, profile, home string) (string, error) {
 	}
 	for _, p := range problems {
 		if p.Path == want || p.Path == filepath.Dir(want) {
-			return "", p
+			return store.Store{}, p
 		}
 	}
-	return "", fmt.Errorf("no profile %q in home %s (profiles live in %s)", profile, h.Root,
-		filepath.Join(h.Root, "profiles"))
+	return store.Store{}, fmt.Errorf("no profile %q in home %s (hint: a profile's store is %s; `agentctl status --home %s` lists the profiles)",
+		profile, h.Root, filepath.Join(h.Root, "profiles", "<name>", "state.db"), h.Root)
 }
 
 // expandHome expands a leading ~/ as Hermes' Path.expanduser() does.
@@ -276,10 +291,11 @@ func parseReplacedAt(s string) (time.Time, error) {
 // else manual-<capture directory name>.
 func runReplayCapture(ctx context.Context, v *verb, cf *captureFlags, sf *storeFlags, now bool) int {
 	e := v.e
-	dbPath, err := sf.resolve(e)
+	st, err := sf.resolveStore(e)
 	if err != nil {
 		return v.fail(err)
 	}
+	dbPath := st.Path
 	capDir, err := filepath.Abs(expandHome(cf.dir, e.getenv))
 	if err != nil {
 		return v.fail(err)
@@ -360,7 +376,9 @@ func runReplayCapture(ctx context.Context, v *verb, cf *captureFlags, sf *storeF
 		files = files[queued:]
 	}
 	for _, f := range files {
-		r, err := recovery.ReplayFile(ctx, dbPath, f.Path, f.ReplayOptions())
+		opts := f.ReplayOptions()
+		opts.StoreDir = st.DirID
+		r, err := recovery.ReplayFile(ctx, dbPath, f.Path, opts)
 		if err != nil {
 			return v.fail(err)
 		}

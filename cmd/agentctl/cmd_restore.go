@@ -130,6 +130,9 @@ func (r *restoreRun) run(ctx context.Context) int {
 	plan, err := recovery.PlanRestore(ctx, recovery.RestoreRequest{Backup: r.backup, Target: r.target})
 	if err != nil {
 		r.errorf("%v", err)
+		if errors.Is(err, recovery.ErrBackupInvalid) && !strings.Contains(err.Error(), "hint:") {
+			r.errorf("hint: name a SQLite backup of a Hermes state.db (one `sqlite3 state.db \".backup FILE\"` or a capture wrote)")
+		}
 		r.errorf("nothing was changed")
 		return exitError
 	}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/stateguard/stateguard/store"
 )
 
 // verb is one run of an agentctl verb: its flags, and how it reports a
@@ -142,6 +144,12 @@ func (s *storeFlags) mixed() string {
 
 func (s *storeFlags) resolve(e *env) (string, error) {
 	return replayStore(e, s.db, s.profile, s.home)
+}
+
+// resolveStore is resolve with the store's directory recorded, for verbs
+// that open the store through its directory's handle.
+func (s *storeFlags) resolveStore(e *env) (store.Store, error) {
+	return resolveStoreOf(e, s.db, s.profile, s.home)
 }
 
 // printUsage prints a verb's help: what it does, its flags and, when
