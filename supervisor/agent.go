@@ -165,16 +165,19 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.abort()
 		return nil, err
 	}
+	// Counted before the loops start: the event loop adds workers (under
+	// a.mu) as soon as it runs.
+	started := len(a.workers)
 	a.wg.Add(3)
 	go a.eventLoop()
 	go a.reconcileLoop()
 	go a.replayLoop()
-	if len(a.workers) == 0 {
+	if started == 0 {
 		a.log.Warn("no session store found yet; discovery runs again at every reconcile",
 			"hint", "set HERMES_HOME, or list homes / [[store]] entries in the config")
 	}
 	a.log.Info("agent started", "event", EventAgentStarted, "pid", os.Getpid(), "state_dir", opts.StateDir,
-		"socket", opts.Socket, "stores", len(a.workers), "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
+		"socket", opts.Socket, "stores", started, "reconcile", opts.Reconcile.String(), "notify", !opts.DisableNotify)
 	return a, nil
 }
 
