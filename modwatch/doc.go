@@ -10,6 +10,11 @@
 // returns ErrUnsupported and the agent falls back to what directory
 // events and holder scans show (docs/design.md §5).
 //
+// Where the kernel has permission events, a second group holds each
+// write-only or truncating open(2) of a watched file by another process
+// until the callback has run (OpenWrite), so the agent acts before the
+// opener can write; it always allows, after GateTimeout at the latest.
+//
 // It knows nothing of stores or processes: an event is an inode, a pid
 // and what happened.
 package modwatch

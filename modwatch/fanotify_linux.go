@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -20,8 +21,9 @@ import (
 // on a store's main would be a close() of that inode in the agent's
 // process, which must never happen behind a SQLite connection's locks.
 type Watcher struct {
-	f  *os.File // the group's fd, nonblocking, in Go's poller
-	fn func(Event)
+	f    *os.File // the group's fd, nonblocking, in Go's poller
+	fn   func(Event)
+	gate *gate // nil: opens are not held (no permission events here)
 
 	mu    sync.Mutex
 	byKey map[string]fileid.ID // file handle (fsid, type, bytes) → inode
@@ -36,8 +38,16 @@ const watchMask = unix.FAN_MODIFY | unix.FAN_CLOSE_WRITE
 
 // New starts a fanotify group and calls fn for each event, on the
 // group's one reading goroutine: fn must be quick (the freeze path runs
-// in it) and must not call back into the Watcher's Close.
-func New(fn func(Event)) (*Watcher, error) {
+// in it) and must not call back into the Watcher's Close. When the kernel
+// has permission events it also starts the gate (gate_linux.go), which
+// calls fn with OpenWrite events from its own goroutine, concurrently;
+// without them it says so on log and runs without.
+func New(fn func(Event), cfg Config) (*Watcher, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("subsystem", "modwatch")
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_FID,
 		unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
 	if err != nil {
@@ -48,9 +58,21 @@ func New(fn func(Event)) (*Watcher, error) {
 	}
 	w := &Watcher{f: os.NewFile(uintptr(fd), "fanotify"), fn: fn,
 		byKey: map[string]fileid.ID{}, paths: map[fileid.ID]string{}, done: make(chan struct{})}
+	if cfg.NoGate {
+		log.Debug("opens for writing of a live main are not held (configured)")
+	} else if g, err := newGate(w, log); err != nil {
+		log.Info("opens for writing of a live main are not held (rewrites are caught at their first write)", "err", err,
+			"hint", "permission events need CONFIG_FANOTIFY_ACCESS_PERMISSIONS")
+	} else {
+		w.gate = g
+	}
 	go w.loop()
 	return w, nil
 }
+
+// Gated reports whether opens for writing of watched files are held
+// until the callback has run (permission events).
+func (w *Watcher) Gated() bool { return w.gate != nil }
 
 // Watch marks the inode at path (never following a symlink) and returns
 // its identity. Marking an inode already watched is a no-op.
@@ -66,6 +88,12 @@ func (w *Watcher) Watch(path string) (fileid.ID, error) {
 	}
 	if err := unix.FanotifyMark(int(w.f.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_DONT_FOLLOW, watchMask, unix.AT_FDCWD, path); err != nil {
 		return id, fmt.Errorf("watch writes to %s: fanotify_mark: %w", path, err)
+	}
+	if w.gate != nil {
+		if err := w.gate.mark(path, true); err != nil {
+			_ = unix.FanotifyMark(int(w.f.Fd()), unix.FAN_MARK_REMOVE|unix.FAN_MARK_DONT_FOLLOW, watchMask, unix.AT_FDCWD, path)
+			return id, fmt.Errorf("hold opens of %s: fanotify_mark: %w", path, err)
+		}
 	}
 	// The name may have moved to another inode between the handle and the
 	// mark: then the mark is on that one, and the next Watch fixes it up.
@@ -95,11 +123,17 @@ func (w *Watcher) Unwatch(id fileid.ID) {
 	}
 	if _, now, err := handleOf(path); err == nil && now == id {
 		_ = unix.FanotifyMark(int(w.f.Fd()), unix.FAN_MARK_REMOVE|unix.FAN_MARK_DONT_FOLLOW, watchMask, unix.AT_FDCWD, path)
+		if w.gate != nil {
+			_ = w.gate.mark(path, false)
+		}
 	}
 }
 
 // Close stops the group and waits for its goroutine.
 func (w *Watcher) Close() error {
+	if w.gate != nil {
+		w.gate.close()
+	}
 	err := w.f.Close()
 	<-w.done
 	return err

@@ -2,6 +2,7 @@ package modwatch
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -10,6 +11,14 @@ import (
 // ErrUnsupported means this system or this process's privileges give no
 // write notifications with the writer's pid.
 var ErrUnsupported = errors.New("write notifications with the writer's pid need fanotify (Linux, CAP_SYS_ADMIN)")
+
+// Config is how a Watcher runs; the zero value works.
+type Config struct {
+	Log *slog.Logger // nil: slog.Default()
+	// NoGate: never hold opens (no permission group), even where the
+	// kernel has permission events.
+	NoGate bool
+}
 
 // Op is what a process did to a watched file.
 type Op uint8
@@ -24,6 +33,11 @@ const (
 	// Overflow: the kernel's queue overflowed and events were lost; ID
 	// and Pid are zero. The receiver must assume anything happened.
 	Overflow
+	// OpenWrite: the process is opening the file write-only or
+	// truncating, as no SQLite connection does. Its open(2) waits until
+	// the callback returns (at most GateTimeout), so what the callback
+	// does happens before the process can write.
+	OpenWrite
 )
 
 func (o Op) String() string {
@@ -34,6 +48,8 @@ func (o Op) String() string {
 		return "close-write"
 	case Overflow:
 		return "overflow"
+	case OpenWrite:
+		return "open-write"
 	}
 	return "unknown"
 }

@@ -19,7 +19,7 @@ func newWatcher(t *testing.T) (*Watcher, chan Event) {
 		case evs <- e:
 		default:
 		}
-	})
+	}, Config{})
 	if errors.Is(err, ErrUnsupported) {
 		t.Skipf("no fanotify here: %v", err)
 	}

@@ -8,7 +8,10 @@ import "github.com/stateguard/stateguard/fileid"
 type Watcher struct{}
 
 // New returns ErrUnsupported: only Linux has fanotify.
-func New(func(Event)) (*Watcher, error) { return nil, ErrUnsupported }
+func New(func(Event), Config) (*Watcher, error) { return nil, ErrUnsupported }
+
+// Gated is false: no opens are held.
+func (*Watcher) Gated() bool { return false }
 
 // Watch does nothing.
 func (*Watcher) Watch(string) (fileid.ID, error) { return fileid.ID{}, ErrUnsupported }

@@ -61,6 +61,10 @@ type Options struct {
 	Verdict holders.Rule
 	// Hooks are the incident engine's test seams (nil: none).
 	Hooks incident.Hooks
+	// NoOpenGate catches in-place rewrites at their first write only,
+	// not at their open (fanotify permission events): what the agent does
+	// where the kernel has none; for measuring the difference.
+	NoOpenGate bool
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the

@@ -41,7 +41,7 @@ type rewrites struct {
 // startRewrites starts the fanotify group; without one the agent runs
 // on, detecting in-place rewrites only by what they leave behind.
 func (a *Agent) startRewrites() {
-	mw, err := modwatch.New(a.onModify)
+	mw, err := modwatch.New(a.onModify, modwatch.Config{Log: a.opts.Logger, NoGate: a.opts.NoOpenGate})
 	if err != nil {
 		level := a.log.Warn
 		if errors.Is(err, modwatch.ErrUnsupported) {
@@ -123,13 +123,18 @@ func (a *Agent) onModify(ev modwatch.Event) {
 	if w == nil {
 		return
 	}
-	if ev.Op == modwatch.CloseWrite {
+	switch ev.Op {
+	case modwatch.OpenWrite:
+		w.gatedOpen(ev)
+	case modwatch.CloseWrite:
 		if w.rewriting(ev.Pid) {
 			w.kick(ev.At) // its incident was waiting for it
+		} else {
+			w.ungate(ev.Pid, time.Time{}, "it closed the main without writing")
 		}
-		return
+	default:
+		w.foreignWrite(ev)
 	}
-	w.foreignWrite(ev)
 }
 
 // rewriteSeen is a write into the main by a process that is not a
@@ -159,8 +164,12 @@ type rewriteState struct {
 
 	mu      sync.Mutex
 	pending []rewriteSeen
-	active  map[int]bool   // rewriter pids of this store's incidents
-	stopped map[int]bool   // the writers they froze: a write of theirs raced the rewrite
+	gated   map[int]gatedSeen // opens for writing held by the gate, no write yet
+	active  map[int]bool      // rewriter pids of this store's incidents
+	stopped map[int]bool      // the writers they froze: a write of theirs raced the rewrite
+	// held: writers seen stopped before a rewriter's open returned; a
+	// write of theirs reported later was made before the rewriter's.
+	held    map[int]bool
 	vouched map[int]uint64 // pid → start ticks of connections seen writing
 }
 
@@ -175,6 +184,12 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	if w.rewriting(ev.Pid) {
 		return
 	}
+	gated, wasGated := w.takeGated(ev.Pid)
+	defer func() {
+		if wasGated && gated.frozen != nil {
+			w.releaseGated(gated, "the process held at its open for writing is a connection of the store")
+		}
+	}()
 	// A main smaller than at the last write a connection made was
 	// truncated: cp opens it O_TRUNC. No connection of a live store cuts
 	// its main short but a VACUUM's checkpoint, which holds the sidecars.
@@ -211,6 +226,10 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		return
 	}
 	frozen := w.freezeWriters(known.Holders, ev.Pid)
+	for pid, f := range gated.frozen {
+		frozen[pid] = f // stopped since its open(2), before this write
+	}
+	gated.frozen = nil
 	if err == nil && !pk.Open[ev.ID] {
 		// cp's first event is the O_TRUNC of its open(2), before the
 		// new fd is in its table: look again, the writers frozen.
@@ -231,7 +250,8 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	}
 	// Gone too fast to be looked at (a cp of a small store), but it cut
 	// the main short: a rewriter all the same.
-	confirmed := writer.StartTicks != 0 || truncated
+	// Held at an open no SQLite connection makes: a rewriter too.
+	confirmed := writer.StartTicks != 0 || truncated || wasGated
 	w.rws.mu.Lock()
 	if w.rws.active == nil {
 		w.rws.active = map[int]bool{}
@@ -258,7 +278,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 // it; the old generation is in the incident's capture either way.
 func (w *worker) racedRewrite(ev modwatch.Event) {
 	w.rws.mu.Lock()
-	raced := w.rws.stopped[ev.Pid]
+	raced := w.rws.stopped[ev.Pid] && !w.rws.held[ev.Pid]
 	w.rws.mu.Unlock()
 	if raced {
 		w.log.Error("a connection wrote the main while it was being rewritten in place: the restored store may be damaged",
@@ -357,7 +377,7 @@ func (w *worker) openRewrites() {
 	seen := w.rws.pending
 	w.rws.pending = nil
 	if len(seen) == 0 && !w.eng.Busy() {
-		w.rws.active, w.rws.stopped = nil, nil
+		w.rws.active, w.rws.stopped, w.rws.held = nil, nil, nil
 	}
 	w.rws.mu.Unlock()
 	for _, rs := range seen {

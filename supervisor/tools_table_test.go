@@ -19,7 +19,7 @@ import (
 // needFanotify skips where the agent would get no writer pids (not root).
 func needFanotify(t *testing.T) {
 	t.Helper()
-	mw, err := modwatch.New(func(modwatch.Event) {})
+	mw, err := modwatch.New(func(modwatch.Event) {}, modwatch.Config{Log: discardLogger()})
 	if errors.Is(err, modwatch.ErrUnsupported) {
 		t.Skipf("no fanotify: %v", err)
 	}
@@ -197,7 +197,7 @@ func checkFTS(t *testing.T, path string) {
 
 // walBackup is a consistent backup of db in WAL mode, as a copy of a
 // Hermes store is: VACUUM INTO, then the WAL mode bytes set in its header.
-func walBackup(t *testing.T, db, dst string) {
+func walBackup(t testing.TB, db, dst string) {
 	t.Helper()
 	hermestest.VacuumInto(t, db, dst)
 	b, err := sql.Open("sqlite", "file:"+dst)
