@@ -4,11 +4,13 @@
 // rsync --inplace, dd, cat >) at that process's first write.
 //
 // On Linux it is fanotify (FAN_MODIFY and FAN_CLOSE_WRITE on inode
-// marks), which needs CAP_SYS_ADMIN: agentd running as root gets it. A
-// mark follows the inode, not the name, so a main renamed aside is still
-// watched until Unwatch. Elsewhere, and without the privilege, New
-// returns ErrUnsupported and the agent falls back to what directory
-// events and holder scans show (docs/design.md §5).
+// marks), which names writers only with CAP_SYS_ADMIN: agentd running as
+// root gets it. A mark follows the inode, not the name, so a main renamed
+// aside is still watched until Unwatch. Without the privilege New uses
+// inotify on the watched files instead (IN_MODIFY, IN_CLOSE_WRITE; a
+// watch follows the inode too), and events carry Pid 0 (Attributed is
+// false). Elsewhere New returns ErrUnsupported and the agent falls back
+// to what directory events and holder scans show (docs/design.md §5).
 //
 // Where the kernel has permission events, a second group holds each
 // write-only or truncating open(2) of a watched file by another process

@@ -21,9 +21,10 @@ import (
 // on a store's main would be a close() of that inode in the agent's
 // process, which must never happen behind a SQLite connection's locks.
 type Watcher struct {
-	f    *os.File // the group's fd, nonblocking, in Go's poller
+	f    *os.File // the group's fd, nonblocking, in Go's poller; nil with ino
 	fn   func(Event)
-	gate *gate // nil: opens are not held (no permission events here)
+	gate *gate           // nil: opens are not held (no permission events here)
+	ino  *inotifyBackend // not nil: no writer pids (inotify_linux.go)
 
 	mu    sync.Mutex
 	byKey map[string]fileid.ID // file handle (fsid, type, bytes) → inode
@@ -48,6 +49,9 @@ func New(fn func(Event), cfg Config) (*Watcher, error) {
 		log = slog.Default()
 	}
 	log = log.With("subsystem", "modwatch")
+	if !hasSysAdmin() {
+		return newInotify(fn)
+	}
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_FID,
 		unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
 	if err != nil {
@@ -70,6 +74,10 @@ func New(fn func(Event), cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
+// Attributed reports whether events name the writer (fanotify as root);
+// without, every Pid is 0.
+func (w *Watcher) Attributed() bool { return w.ino == nil }
+
 // Gated reports whether opens for writing of watched files are held
 // until the callback has run (permission events).
 func (w *Watcher) Gated() bool { return w.gate != nil }
@@ -77,6 +85,9 @@ func (w *Watcher) Gated() bool { return w.gate != nil }
 // Watch marks the inode at path (never following a symlink) and returns
 // its identity. Marking an inode already watched is a no-op.
 func (w *Watcher) Watch(path string) (fileid.ID, error) {
+	if w.ino != nil {
+		return w.inotifyWatch(path)
+	}
 	key, id, err := handleOf(path)
 	if err != nil {
 		return id, err
@@ -109,6 +120,10 @@ func (w *Watcher) Watch(path string) (fileid.ID, error) {
 // inode is still at the path it was marked by; otherwise the kernel drops
 // it with the inode, and its events are ignored until then.
 func (w *Watcher) Unwatch(id fileid.ID) {
+	if w.ino != nil {
+		w.inotifyUnwatch(id)
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	path, ok := w.paths[id]
@@ -134,7 +149,11 @@ func (w *Watcher) Close() error {
 	if w.gate != nil {
 		w.gate.close()
 	}
-	err := w.f.Close()
+	f := w.f
+	if w.ino != nil {
+		f = w.ino.f
+	}
+	err := f.Close()
 	<-w.done
 	return err
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/stateguard/stateguard/fileid"
 )
 
-// ErrUnsupported means this system or this process's privileges give no
-// write notifications with the writer's pid.
-var ErrUnsupported = errors.New("write notifications with the writer's pid need fanotify (Linux, CAP_SYS_ADMIN)")
+// ErrUnsupported means this system gives no write notifications of a
+// file (not Linux).
+var ErrUnsupported = errors.New("write notifications of a file need Linux (fanotify, or inotify without CAP_SYS_ADMIN)")
 
 // Config is how a Watcher runs; the zero value works.
 type Config struct {
@@ -59,6 +59,6 @@ func (o Op) String() string {
 type Event struct {
 	Op  Op
 	ID  fileid.ID // the inode written
-	Pid int       // the writer's pid (thread group), in the agent's pid namespace
+	Pid int       // the writer's pid (thread group), in the agent's pid namespace; 0 when not Attributed
 	At  time.Time // when the agent read it
 }

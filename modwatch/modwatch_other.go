@@ -10,6 +10,9 @@ type Watcher struct{}
 // New returns ErrUnsupported: only Linux has fanotify.
 func New(func(Event), Config) (*Watcher, error) { return nil, ErrUnsupported }
 
+// Attributed is false: no writer pids.
+func (*Watcher) Attributed() bool { return false }
+
 // Gated is false: no opens are held.
 func (*Watcher) Gated() bool { return false }
 
