@@ -82,6 +82,15 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 	defer cancel()
 	req := e.divertRequest(li)
+	if li.kind == journal.KindRewritten && li.rewriteConfirmed {
+		// The capture's main is the rewritten content: its WAL pairs with
+		// it only by accident, and then hides what the rewrite overwrote
+		// (a WAL whose frames were all checkpointed reads as the new main
+		// alone). Its rows come from the WAL's page images, every
+		// committed frame, checkpointed or not.
+		req.Kind = string(li.kind)
+		return e.divertSalvaged(ctx, li, req)
+	}
 	rep, err := e.d.Salvage.Divert(ctx, req)
 	if errors.Is(err, recovery.ErrCaptureUnpaired) {
 		e.note(li, err.Error())
