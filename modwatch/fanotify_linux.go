@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,7 +31,8 @@ type Watcher struct {
 	byKey map[string]fileid.ID // file handle (fsid, type, bytes) → inode
 	paths map[fileid.ID]string // the path each inode was marked by
 
-	done chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
 }
 
 // watchMask is every event the agent needs: a write (or truncate) and the
@@ -144,8 +146,12 @@ func (w *Watcher) Unwatch(id fileid.ID) {
 	}
 }
 
-// Close stops the group and waits for its goroutine.
+// Close stops the group and waits for its goroutine; a second Close
+// does nothing.
 func (w *Watcher) Close() error {
+	if !w.closed.CompareAndSwap(false, true) {
+		return nil
+	}
 	if w.gate != nil {
 		w.gate.close()
 	}

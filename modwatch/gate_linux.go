@@ -164,7 +164,7 @@ func (g *gate) run(ready chan<- error) {
 }
 
 // closeAllBut closes every fd of the calling thread's table but keep and
-// the ones that name no file.
+// the runtime's poller fds.
 func closeAllBut(keep ...int) error {
 	dfd, err := unix.Open("/proc/thread-self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -188,11 +188,13 @@ func closeAllBut(keep ...int) error {
 				continue
 			}
 			// Go's runtime wakes its poller through an eventfd from any
-			// thread, this one included: kernel objects with no file (the
-			// poller's epoll and eventfd, inotify) stay. A copy of them
-			// holds no lock and no file open.
+			// thread, this one included: its epoll and eventfd stay (a
+			// copy holds no lock and no file open). Every other copy goes,
+			// another Watcher's fanotify groups first: a permission group
+			// kept alive here after its Close would leave opens of its
+			// marked files waiting for an answer nobody gives.
 			n, err := unix.Readlinkat(dfd, name, link)
-			if err == nil && strings.HasPrefix(string(link[:n]), "anon_inode:") {
+			if err == nil && (string(link[:n]) == "anon_inode:[eventpoll]" || string(link[:n]) == "anon_inode:[eventfd]") {
 				continue
 			}
 			fds = append(fds, fd)

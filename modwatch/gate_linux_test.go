@@ -4,6 +4,7 @@ package modwatch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -105,5 +106,26 @@ func TestGateLetsThroughAfterTimeout(t *testing.T) {
 	}
 	if len(opens) != 1 {
 		t.Fatalf("%d open-write events, want cp's", len(opens))
+	}
+}
+
+// TestClosedGateHoldsNothing: a gate started while another Watcher's is
+// open must not keep that one alive in its private file table: once the
+// first Watcher is closed, an open for writing of its file goes through
+// (nobody would ever answer it).
+func TestClosedGateHoldsNothing(t *testing.T) {
+	first, _ := newGated(t, func() {})
+	main, src := gateFiles(t)
+	if _, err := first.Watch(main); err != nil {
+		t.Fatal(err)
+	}
+	newGated(t, func() {}) // its gate thread copies the agent's fd table now
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "cp", src, main).CombinedOutput(); err != nil {
+		t.Fatalf("cp over the closed Watcher's file: %v %s (its open was left waiting)", err, out)
 	}
 }

@@ -26,7 +26,7 @@ func cpOverCheckpointer(tb testing.TB, noGate bool) (*Agent, string, int, error)
 	var logs hermestest.LogBuffer
 	a := startAgent(tb, home, func(o *Options) {
 		o.Guard, o.NoOpenGate = true, noGate
-		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	tb.Cleanup(func() {
 		if tb.Failed() {
