@@ -101,12 +101,16 @@ func (w *worker) unwatchMain() {
 	if rw.mw == nil || w.watched.IsZero() {
 		return
 	}
+	// Only the worker the main is registered to removes its mark: a
+	// worker that replaced this one for the same store (a re-created
+	// profile directory) may watch the same inode now.
 	rw.mu.Lock()
-	if rw.byMain[w.watched] == w {
+	mine := rw.byMain[w.watched] == w
+	if mine {
 		delete(rw.byMain, w.watched)
+		rw.mw.Unwatch(w.watched)
 	}
 	rw.mu.Unlock()
-	rw.mw.Unwatch(w.watched)
 }
 
 // onModify runs on modwatch's goroutine for every write into a watched
