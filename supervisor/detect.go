@@ -18,7 +18,7 @@ import (
 // first (from the holder cache, before anything else is read), and an
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
-	w.openRewrites()
+	w.openRewrites(nil)
 	gen := w.readGeneration()
 	if !w.haveGen || gen.Main.ID == w.gen.Main.ID {
 		// A main that is new at the path is a generation change, which
@@ -47,7 +47,7 @@ func (w *worker) check(at time.Time) {
 	}
 	// A rewrite seen while this check settled began what it sees (cp,
 	// then rm of the sidecars): its incident takes the writers first.
-	w.openRewrites()
+	w.openRewrites(frozen)
 	orphans := w.confirm(sr, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {

@@ -387,7 +387,12 @@ const walHeaderBytes = 32
 // the old generation; the other holders are bystanders. A rewrite of a
 // store nobody writes is only logged: there is no live WAL to pair the
 // new content with (the guard's idle checkpoint empties it).
-func (w *worker) openRewrites() {
+//
+// held is what the calling check has frozen itself (nil: nothing): a
+// rewrite that turns out to need no freeze never thaws those, or it would
+// undo the check's freeze of an orphan holder it is about to hand to an
+// incident.
+func (w *worker) openRewrites(held map[int]frozenProc) {
 	w.rws.inspecting.Lock()
 	w.rws.inspecting.Unlock() //nolint:staticcheck // only waits for an inspection in flight
 	w.rws.mu.Lock()
@@ -403,6 +408,9 @@ func (w *worker) openRewrites() {
 		w.noteMainHeader() // the restored content is the store's now
 	}
 	for _, rs := range seen {
+		for pid := range held {
+			delete(rs.frozen, pid)
+		}
 		w.openRewrite(rs)
 	}
 }
