@@ -172,6 +172,9 @@ func TestAttackFIFOWALNeverHangs(t *testing.T) {
 	db := ownedStore(t, r, alice)
 	p := r.start(t)
 	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+	// After the agent's first check of the store: a FIFO made before it
+	// is in the store's first generation, and no wal-created is logged.
+	p.waitLog(t, 30*time.Second, `"event":"agent.started"`)
 
 	asUser(t, alice, `mkfifo "$1-wal"`, db)
 	holder := hermestest.SpawnWatched(t, &syscall.SysProcAttr{Credential: alice},
