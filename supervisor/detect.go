@@ -29,7 +29,9 @@ func (w *worker) check(at time.Time) {
 	}
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
+	w.takeEarly(frozen)
 	w.fastFreeze(gen, frozen)
+	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
 		w.armOnOpen(gen)
@@ -40,6 +42,9 @@ func (w *worker) check(at time.Time) {
 		gen = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
 		w.armOnOpen(gen) // the -shm comes just after the -wal
+		if cut == nil {
+			cut = w.walCut(gen)
+		}
 	}
 	sr, ok := w.scan(changed, frozen)
 	if !ok {
@@ -71,7 +76,7 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, frozen, at, oldRec, gen)
+		w.openIncident(orphans, frozen, at, oldRec, gen, cut)
 	}
 }
 
@@ -94,6 +99,26 @@ func (w *worker) armOnOpen(gen store.Generation) {
 func sidecarsCreated(ch store.Change) bool {
 	created := ch & (store.WALCreated | store.SHMCreated)
 	return created != 0 && ch&^(store.WALCreated|store.SHMCreated|store.WALReset) == 0
+}
+
+// walCut reads, through the guard's fds on the generation the worker
+// last saw, where its WAL stands now, when gen shows its main replaced:
+// the frame cut of the incident about to open (incident/cut.go). It runs
+// right after the fast freeze, so the orphans it covers are stopped.
+func (w *worker) walCut(gen store.Generation) *store.WALCut {
+	g := w.guard.g
+	if g == nil || !w.haveGen || g.WAL() == nil || g.IDs() != guardFiles(w.gen) {
+		return nil
+	}
+	if gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
+		return nil // the main was not replaced
+	}
+	c, err := store.ReadWALCut(g.WAL(), g.SHM())
+	if err != nil {
+		w.log.Debug("no wal position for the cut", "err", err)
+		return nil
+	}
+	return &c
 }
 
 // scan finds the store's holders: a full scan after a real change (the
@@ -213,7 +238,7 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 
 // openIncident freezes the orphans the policy says to freeze that the
 // fast path did not, and hands them to the engine.
-func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation) {
+func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
@@ -238,7 +263,7 @@ func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenPr
 		at2[pid] = f.at
 	}
 	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
-		Old: old, New: generationRecord(gen)})
+		Old: old, New: generationRecord(gen), Cut: cut})
 }
 
 // Settle times: a change is classified once no further event for the
@@ -260,6 +285,7 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.kickC:
 			quiet.Stop()
 			gen = w.readGeneration()
+			w.takeEarly(frozen)
 			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
@@ -376,6 +402,48 @@ func isCloser(p *holders.Process, g store.Generation, closer int) bool {
 		}
 	}
 	return shm
+}
+
+// freezeEarly is the fast freeze run by kick, on the caller's goroutine:
+// what it stops waits in w.early for the worker's next check, which
+// confirms or thaws it like any fast-path freeze. Everything fastFreeze
+// reads is safe from any goroutine (the cache, the engine's holders, the
+// policies and the restore intents take their own locks).
+func (w *worker) freezeEarly() {
+	gen := w.readGeneration()
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	if w.earlyClosed {
+		return
+	}
+	if w.early == nil {
+		w.early = map[int]frozenProc{}
+	}
+	w.fastFreeze(gen, w.early)
+}
+
+// closeEarly, when the worker stops, thaws what the early freeze stopped
+// and no check took: nobody stays stopped without an incident.
+func (w *worker) closeEarly() {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	w.earlyClosed = true
+	w.thawAll(w.early, "the store's worker stopped before a check confirmed the freeze")
+}
+
+// takeEarly moves the early freezes into this check's. One an incident
+// owns by now (a check opened it after the freeze) is the incident's:
+// this check must not thaw it as unconfirmed.
+func (w *worker) takeEarly(frozen map[int]frozenProc) {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	for pid, f := range w.early {
+		delete(w.early, pid)
+		if _, have := frozen[pid]; have || w.eng.Owns(f.ref) {
+			continue
+		}
+		frozen[pid] = f
+	}
 }
 
 // frozenProc is a process this check stopped, and when.
