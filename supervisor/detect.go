@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -46,7 +45,7 @@ func (w *worker) check(at time.Time) {
 			cut = w.walCut(gen)
 		}
 	}
-	sr, ok := w.scan(changed, frozen)
+	sr, ok := w.scan(gen, changed, frozen)
 	if !ok {
 		return
 	}
@@ -54,6 +53,7 @@ func (w *worker) check(at time.Time) {
 	// then rm of the sidecars): its incident takes the writers first.
 	w.openRewrites()
 	orphans := w.confirm(sr, frozen)
+	orphans, kind, policy := w.freezeOrphans(orphans, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {
 		ch := gen.Diff(old)
@@ -76,7 +76,7 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, frozen, at, oldRec, gen, cut)
+		w.openIncident(orphans, kind, policy, frozen, at, oldRec, gen, cut)
 	}
 }
 
@@ -126,9 +126,10 @@ func (w *worker) walCut(gen store.Generation) *store.WALCut {
 // process that opened the store since the last full scan would be missed
 // until the next reconcile; a real change is rare and worth it, and the
 // known holders are already frozen), the targeted one when the fast path
-// froze someone, and otherwise the cache's last result. On failure every
-// fast-path freeze is undone.
-func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
+// froze someone or the cache shows an orphan holder no incident handles,
+// and otherwise the cache's last result. On failure every fast-path
+// freeze is undone.
+func (w *worker) scan(gen store.Generation, changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
 	if changed {
 		if res := w.a.fullScan(); res != nil {
 			if sr := res.Store(w.st.Path); sr != nil {
@@ -142,7 +143,18 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 		// before its checks). Re-inspecting the known holders read the
 		// whole host lock table once per store, which with thousands of
 		// guarded stores made each check cost more than all of them.
-		if known, ok := w.a.cache.Known(w.target); ok {
+		//
+		// Not when it lists a holder of an orphaned inode that no
+		// incident handles: the cache is as old as the last scan, and
+		// that holder may be gone since. An incident that wrote nothing
+		// into the store (its frame cut left no row to replay) brings no
+		// generation change and so no full scan before it ends: the
+		// cache still lists the writer it killed, and taking that for a
+		// new orphan opened an incident for a dead process, whose own
+		// release woke this worker to open the next one. The targeted
+		// scan looks at the listed pids again (a dead one drops out,
+		// from the cache too).
+		if known, ok := w.a.cache.Known(w.target); ok && !w.unhandledOrphan(&known, gen) {
 			return &known, true
 		}
 	}
@@ -159,6 +171,17 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 	return sr, true
 }
 
+// unhandledOrphan reports whether sr lists a holder of an inode not at
+// its path in gen that no incident of the store owns.
+func (w *worker) unhandledOrphan(sr *holders.StoreResult, gen store.Generation) bool {
+	for i := range sr.Holders {
+		if p := &sr.Holders[i]; holdsStale(p, gen) && !w.eng.Owns(p.Ref()) {
+			return true
+		}
+	}
+	return false
+}
+
 // confirm returns the scan's orphan holders that still hold an inode not
 // at its path once the scan is over (orphansNow), that no incident of the
 // store handles yet and that are not an announced restore's own process
@@ -172,7 +195,7 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	now := w.readGeneration()
 	closer := closingPid(w.st, now)
 	for _, p := range orphansNow(sr.Orphans(), now) {
-		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) {
+		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) {
 			orphans = append(orphans, p)
 		}
 	}
@@ -195,6 +218,19 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 		delete(frozen, pid)
 	}
 	return orphans
+}
+
+// exited reports whether an inspected holder is gone (or a zombie, which
+// holds no file) since the scan saw it: it can keep no orphan alive and
+// write none, so it opens no incident; what it left is a plain generation
+// change (lostWAL looks at a -wal that went with it). A holder known only
+// from lock evidence has no start time to check and is kept.
+func exited(p *holders.Process) bool {
+	if !p.Inspected {
+		return false
+	}
+	st, err := holders.State(p.Ref())
+	return errors.Is(err, holders.ErrProcessGone) || (err == nil && (st == 'Z' || st == 'X'))
 }
 
 // holdsStaleData reports whether p holds a main or -wal that is not the
@@ -236,27 +272,49 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 	return out
 }
 
-// openIncident freezes the orphans the policy says to freeze that the
-// fast path did not, and hands them to the engine.
-func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
+// freezeOrphans stops the orphans the policy says to stop that the fast
+// path did not, and returns the orphans left with the incident's kind and
+// policy. One that exited since the scan (its freeze finds it gone) is
+// dropped: a dead holder opens no incident, and with none left the change
+// is a plain generation change (check runs lostWAL on it).
+func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenProc) ([]holders.Process, journal.Kind, incident.Policy) {
+	if len(orphans) == 0 {
+		return nil, "", ""
+	}
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
 		w.thawAll(frozen, "the incident's policy is observe") // the fast path guessed another kind
 	}
+	live := orphans[:0]
 	for i := range orphans {
 		p := &orphans[i]
 		// A read-only holder cannot write the orphan: it is pinned and
 		// reported by the incident, never signalled.
 		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() {
+			live = append(live, *p)
 			continue
 		}
-		if err := holders.Freeze(p.Ref()); err == nil {
+		err := holders.Freeze(p.Ref())
+		switch {
+		case err == nil:
 			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
-		} else {
+		case errors.Is(err, holders.ErrProcessGone):
+			w.log.Debug("orphan holder exited before it could be frozen", "pid", p.Pid)
+			continue
+		default:
 			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
 		}
+		live = append(live, *p)
 	}
+	if len(live) == 0 {
+		return nil, "", ""
+	}
+	return live, kind, policy
+}
+
+// openIncident hands the orphans, frozen per policy, to the engine.
+func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	w.claimGuardWAL(orphans)
 	at2 := make(map[int]time.Time, len(frozen))
 	for pid, f := range frozen {
@@ -307,149 +365,6 @@ func (w *worker) readGeneration() store.Generation {
 		w.log.Debug("read generation", "err", err)
 	}
 	return g
-}
-
-// fastFreeze stops, from the holder cache alone, every process the last
-// scan saw able to write an inode that is not the one at its path in gen
-// and that still holds it now (one stat per fd: the cache is older than
-// the change, and SQLite's own last closer has closed its -wal before it
-// unlinks it); the targeted re-scan confirms or thaws afterwards. A
-// process that only reads the store is never stopped, nor one that is
-// closing the store as its last connection.
-func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
-	known, ok := w.a.cache.Known(w.target)
-	if !ok {
-		return
-	}
-	pol := w.a.policies(w.st.Path)
-	closer := -1 // not asked yet
-	for i := range known.Holders {
-		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
-			continue
-		}
-		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
-			continue
-		}
-		if closer < 0 {
-			closer = closingPid(w.st, gen)
-		}
-		if isCloser(p, gen, closer) {
-			continue
-		}
-		if err := holders.Freeze(p.Ref()); err == nil {
-			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
-		}
-	}
-}
-
-// stillHoldsStale reports whether p still holds, now, one of the inodes
-// the cache says it holds that is not at its path in g.
-func stillHoldsStale(p *holders.Process, g store.Generation) bool {
-	for _, f := range p.Files {
-		if cur := fileOf(g, f.Role); (!cur.Exists || cur.ID != f.ID) && holders.StillHolds(p, f.ID) {
-			return true
-		}
-	}
-	return false
-}
-
-// closingPid is the pid of a process holding the store's main (the one
-// in g) EXCLUSIVE, 0 when none does or the main cannot be reached safely.
-// It runs in the fast freeze's path, inside a directory a user owns: the
-// main is opened from the profile directory's handle (no symlink in any
-// component, the directory discovery recorded), never by its name, and
-// must be the inode in g.
-func closingPid(s store.Store, g store.Generation) int {
-	if !g.Main.Exists || !g.Main.Regular() {
-		return 0
-	}
-	h, err := s.OpenDir()
-	if err != nil {
-		return 0
-	}
-	defer h.Close()
-	f, err := h.OpenFile(filepath.Base(s.Path))
-	if err != nil {
-		return 0
-	}
-	defer f.Close() // the agent's SQLite uses OFD locks: this close cancels none
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fileid.Of(fi).ID != g.Main.ID {
-		return 0
-	}
-	pid, _ := holders.ExclusiveLocker(f)
-	return pid
-}
-
-// isCloser reports whether p is SQLite's last closer of the store, caught
-// between unlinking its own -shm and closing it: it holds the current
-// main EXCLUSIVE (pid closer) and a -shm (a connection in
-// locking_mode=EXCLUSIVE, the other way to hold it so, uses none), and
-// every inode it holds that is not at its path is a sidecar. Stopping it
-// would only stop a clean close; a writer whose sidecars someone else
-// unlinked never holds the main EXCLUSIVE.
-func isCloser(p *holders.Process, g store.Generation, closer int) bool {
-	if closer <= 0 || p.Pid != closer {
-		return false
-	}
-	shm := false
-	for _, f := range p.Files {
-		switch {
-		case f.Role == holders.RoleMain && (!g.Main.Exists || f.ID != g.Main.ID):
-			return false
-		case f.Role == holders.RoleSHM:
-			shm = true
-		}
-	}
-	return shm
-}
-
-// freezeEarly is the fast freeze run by kick, on the caller's goroutine:
-// what it stops waits in w.early for the worker's next check, which
-// confirms or thaws it like any fast-path freeze. Everything fastFreeze
-// reads is safe from any goroutine (the cache, the engine's holders, the
-// policies and the restore intents take their own locks).
-func (w *worker) freezeEarly() {
-	gen := w.readGeneration()
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	if w.earlyClosed {
-		return
-	}
-	if w.early == nil {
-		w.early = map[int]frozenProc{}
-	}
-	w.fastFreeze(gen, w.early)
-}
-
-// closeEarly, when the worker stops, thaws what the early freeze stopped
-// and no check took: nobody stays stopped without an incident.
-func (w *worker) closeEarly() {
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	w.earlyClosed = true
-	w.thawAll(w.early, "the store's worker stopped before a check confirmed the freeze")
-}
-
-// takeEarly moves the early freezes into this check's. One an incident
-// owns by now (a check opened it after the freeze) is the incident's:
-// this check must not thaw it as unconfirmed.
-func (w *worker) takeEarly(frozen map[int]frozenProc) {
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	for pid, f := range w.early {
-		delete(w.early, pid)
-		if _, have := frozen[pid]; have || w.eng.Owns(f.ref) {
-			continue
-		}
-		frozen[pid] = f
-	}
-}
-
-// frozenProc is a process this check stopped, and when.
-type frozenProc struct {
-	ref holders.ProcRef
-	at  time.Time
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store
