@@ -81,13 +81,25 @@ func (w *worker) check(at time.Time) {
 }
 
 // armOnOpen arms the guard at once when gen is only a connection opening
-// the store (sidecarsCreated): the settle and the full scan (which waits
-// for any other store's or the reconcile walker's scan) can take longer
-// than that connection lives, and the guard must hold the new -shm before
-// the connection can be its last closer. The check's own guardSync after
-// the scan finds it armed.
+// the store (sidecarsCreated), or only new sidecars next to the same main
+// while the guard holds nothing (sidecarsNew): the settle and the full
+// scan (which waits for any other store's or the reconcile walker's scan)
+// can take longer than that connection lives, and the guard must hold the
+// new -shm before the connection can be its last closer. The check's own
+// guardSync after the scan finds it armed.
+//
+// The unguarded case is what a mispaired incident leaves: it moves the old
+// sidecars into its capture inside the check that found it, so the worker
+// last saw sidecars that are gone and the next opener's look "replaced",
+// not created. With no guard, no old -wal is held for lostWAL to read and
+// the sidecars' own check (foreign sidecars) is only for a replaced main:
+// arming now is what the check would do after the scan, only sooner.
 func (w *worker) armOnOpen(gen store.Generation) {
-	if w.haveGen && sidecarsCreated(gen.Diff(w.gen)) {
+	if !w.haveGen {
+		return
+	}
+	ch := gen.Diff(w.gen)
+	if sidecarsCreated(ch) || (w.guard.g == nil && sidecarsNew(ch)) {
 		w.guardSync(gen)
 	}
 }
@@ -99,6 +111,13 @@ func (w *worker) armOnOpen(gen store.Generation) {
 func sidecarsCreated(ch store.Change) bool {
 	created := ch & (store.WALCreated | store.SHMCreated)
 	return created != 0 && ch&^(store.WALCreated|store.SHMCreated|store.WALReset) == 0
+}
+
+// sidecarsNew reports whether ch is only a new -shm (and -wal) next to the
+// same main file, created or in place of another.
+func sidecarsNew(ch store.Change) bool {
+	const news = store.WALCreated | store.SHMCreated | store.WALReplaced | store.SHMReplaced
+	return ch&(store.SHMCreated|store.SHMReplaced) != 0 && ch&^(news|store.WALReset) == 0
 }
 
 // walCut reads, through the guard's fds on the generation the worker
