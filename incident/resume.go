@@ -121,10 +121,11 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 	} else {
 		seen = sr.Holders
 	}
+	var hs []holder
 	for _, hr := range recs {
 		ref := holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks}
 		if p := findPid(seen, hr.PID); p != nil && p.StartTicks == hr.StartTicks {
-			li.holders = append(li.holders, holder{ref: ref, exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
+			hs = append(hs, holder{ref: ref, exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
 			continue
 		}
 		if !e.d.Procs.Alive(ref) {
@@ -132,8 +133,13 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 		}
 		e.log.Warn("a journaled holder lives but the scan does not show it holding the store; its journaled files are pinned",
 			"incident", li.id, "pid", hr.PID)
-		li.holders = append(li.holders, holder{ref: ref, exe: hr.Exe, files: heldFiles(hr.Files), frozen: hr.Frozen, readOnly: hr.ReadOnly})
+		hs = append(hs, holder{ref: ref, exe: hr.Exe, files: heldFiles(hr.Files), frozen: hr.Frozen, readOnly: hr.ReadOnly})
 	}
+	// The incident is listed already: Owns reads its holders from the
+	// early freeze's goroutine (a kick), under e.mu.
+	e.mu.Lock()
+	li.holders = hs
+	e.mu.Unlock()
 }
 
 // heldFiles turns journaled holder files back into the scan's form.
