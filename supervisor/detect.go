@@ -266,10 +266,25 @@ func holdsStaleData(p *holders.Process, g store.Generation) bool {
 	return false
 }
 
-// thaw resumes a process this check stopped and says why.
+// thaw resumes a process this check (or a rewrite's handling) stopped
+// and says why; an empty why says nothing. Not one the early freeze has
+// stopped again since (it waits in w.early): SIGSTOP does not count, so
+// this SIGCONT would undo that freeze too, and the incident its check
+// opens would find the orphan running ("holder not stopped"; a shared
+// main captured while the writer checkpointed into it).
 func (w *worker) thaw(pid int, f frozenProc, why string) {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	if _, again := w.early[pid]; again && f.ref == w.early[pid].ref {
+		return // its own check confirms or thaws it
+	}
+	w.thawLocked(pid, f, why)
+}
+
+// thawLocked is thaw with w.earlyMu held.
+func (w *worker) thawLocked(pid int, f frozenProc, why string) {
 	err := holders.Thaw(f.ref)
-	if errors.Is(err, holders.ErrProcessGone) {
+	if errors.Is(err, holders.ErrProcessGone) || why == "" {
 		return
 	}
 	w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,

@@ -129,7 +129,10 @@ func (w *worker) closeEarly() {
 	w.earlyMu.Lock()
 	defer w.earlyMu.Unlock()
 	w.earlyClosed = true
-	w.thawAll(w.early, "the store's worker stopped before a check confirmed the freeze")
+	for pid, f := range w.early {
+		w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
+		delete(w.early, pid)
+	}
 }
 
 // takeEarly moves the early freezes into this check's. One an incident
