@@ -17,6 +17,7 @@ const (
 	sharedFirst = 0x40000000 + 2 // PENDING_BYTE + 2
 	sharedSize  = 510
 	shmDMSByte  = 128 // 120 + SQLITE_SHM_NLOCK: the dead-man switch
+	shmCkptByte = 121 // 120 + WAL_CKPT_LOCK: a checkpointer holds it exclusively
 )
 
 // LockMainShared takes an OFD read lock on the SHARED range of a main
@@ -26,6 +27,19 @@ const (
 func LockMainShared(f *os.File) error {
 	if err := ofdReadLock(f, sharedFirst, sharedSize); err != nil {
 		return fmt.Errorf("OFD read lock on %s [%#x,+%d): %w", f.Name(), sharedFirst, sharedSize, err)
+	}
+	return nil
+}
+
+// LockSHMCheckpoint takes an OFD read lock on the checkpoint byte of an
+// orphaned generation's -shm: the orphan's own checkpoints then fail busy
+// (a PASSIVE one is skipped, as SQLite does when another connection
+// checkpoints), so its WAL is neither backfilled nor restarted past the
+// position its incident cut the replay at. Never on a live generation:
+// its writers need their checkpoints.
+func LockSHMCheckpoint(f *os.File) error {
+	if err := ofdReadLock(f, shmCkptByte, 1); err != nil {
+		return fmt.Errorf("OFD read lock on %s byte %d: %w", f.Name(), shmCkptByte, err)
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ type fakeProcs struct {
 	signals []string             // "kill 101", "term 101", "thaw 101"
 	pinErr  map[fileid.ID]error
 	writing map[int]bool // pids that still write the inode they are asked about
+	// unseen pids live but a targeted scan does not show them holding
+	// the store (a fresh agent's scan without the orphan's history).
+	unseen map[int]bool
 }
 
 func newFakeProcs() *fakeProcs {
@@ -157,7 +160,7 @@ func (f *fakeProcs) Targeted(t holders.Target, _ ...int) (*holders.StoreResult, 
 	defer f.mu.Unlock()
 	sr := &holders.StoreResult{Target: t, Verdict: holders.VerdictHeld}
 	for _, p := range f.procs {
-		if p.state != 'X' {
+		if p.state != 'X' && !f.unseen[p.ref.Pid] {
 			sr.Holders = append(sr.Holders, holders.Process{Pid: p.ref.Pid, StartTicks: p.ref.StartTicks, Exe: "/usr/bin/writer", Files: p.files})
 		}
 	}

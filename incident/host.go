@@ -52,6 +52,10 @@ func (Host) LockPin(role holders.Role, f *os.File) error {
 	return nil
 }
 
+// HoldCheckpoint keeps an orphan's own checkpoints from running past its
+// incident's frame cut (holders.LockSHMCheckpoint).
+func (Host) HoldCheckpoint(shm *os.File) error { return holders.LockSHMCheckpoint(shm) }
+
 // Recovery is Salvage done by package recovery, for one store.
 //
 // Every step runs as the owner of the store's directory (store.AsOwner)

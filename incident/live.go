@@ -50,6 +50,11 @@ type live struct {
 	// replacedAt is when the generation changed at the path: a replaced
 	// incident replays only rows committed after it.
 	replacedAt time.Time
+	// cut is the frame cut of a replaced or mispaired incident (cut.go);
+	// cutWanted: the running agent saw the change, so a cut the detection
+	// could not read is read at the pins.
+	cut       *recovery.FrameCut
+	cutWanted bool
 	// marks is how far each Hermes session JSONL had been written when
 	// the incident opened (see hermes.go).
 	marks map[string]int64

@@ -8,6 +8,7 @@ import (
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -43,6 +44,9 @@ type Opening struct {
 	// the main), so its capture takes the divert cut even if its WAL
 	// still fits the new content.
 	RewriteConfirmed bool
+	// Cut is where the orphan WAL stood when the change was seen, read
+	// through the guard's fds (replaced, mispaired); nil when unknown.
+	Cut *store.WALCut
 }
 
 // Pin is an fd the agent holds on one file of an orphaned generation.
@@ -58,10 +62,14 @@ type Pin struct {
 // stopped without a record) and the next check tries again.
 func (e *Engine) Open(o Opening) {
 	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st.Path, o.Kind, o.At),
-		foreign: o.Quarantine, bystanders: o.Bystanders, rewriteConfirmed: o.RewriteConfirmed}
+		foreign: o.Quarantine, bystanders: o.Bystanders, rewriteConfirmed: o.RewriteConfirmed,
+		cutWanted: o.Old != nil && cutKind(o.Kind)}
 	if o.Rewriter != nil {
 		ref := o.Rewriter.Ref()
 		li.rewriter = &ref
+	}
+	if o.Cut != nil && li.cutWanted {
+		li.cut = &recovery.FrameCut{WALCut: *o.Cut, At: li.replacedAt}
 	}
 	for _, p := range o.Pins {
 		e.pinned(li, &pin{role: p.Role, id: p.ID, f: p.File})
@@ -122,6 +130,10 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		}
 		recs = append(recs, hr)
 	}
+	var cut *journal.WALCutRecord
+	if li.cut != nil {
+		cut = cutRecord(li.cut, "guard")
+	}
 	state := open
 	if len(o.Frozen) > 0 {
 		state = frozen
@@ -131,7 +143,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		// The cut the divert uses, as computed here: a resumed incident
 		// must divert with the same one, or the divert refuses.
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
-			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed},
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed, WALCut: cut},
 	}
 }
 

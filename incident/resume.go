@@ -68,7 +68,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil, cut: cutFromRecord(inc.Detail.WALCut)}
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}
@@ -87,7 +87,14 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 }
 
 // findHolders keeps the journaled holders that still live: same pid, same
-// start time, as a targeted scan sees them now.
+// start time, as a targeted scan sees them now. One the scan does not
+// show (it failed, or a fresh agent's scan, with no history of the
+// orphan's inodes, did not tie them to the store) but that still lives
+// (pidfd, start time) is kept too, with its journaled files: leaving it
+// out would fail the incident as "every holder exited" while the holder,
+// stopped and unpinned, still keeps the orphan alive. Pin checks every
+// file's identity, so a journaled fd that now names another file pins
+// nothing.
 func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 	pids := make([]int, 0, len(recs))
 	var files []holders.KnownFile
@@ -108,19 +115,40 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 		e.d.Memory.Remember(files...)
 		defer e.d.Memory.ForgetFiles(files...)
 	}
-	sr, err := e.d.Scan.Targeted(e.target, pids...)
-	if err != nil {
-		e.log.Error("targeted scan on resume failed", "incident", li.id, "err", err)
-		return
+	var seen []holders.Process
+	if sr, err := e.d.Scan.Targeted(e.target, pids...); err != nil {
+		e.log.Error("targeted scan on resume failed; holders checked by pid and start time", "incident", li.id, "err", err)
+	} else {
+		seen = sr.Holders
 	}
+	var hs []holder
 	for _, hr := range recs {
-		p := findPid(sr.Holders, hr.PID)
-		if p == nil || p.StartTicks != hr.StartTicks {
+		ref := holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks}
+		if p := findPid(seen, hr.PID); p != nil && p.StartTicks == hr.StartTicks {
+			hs = append(hs, holder{ref: ref, exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
 			continue
 		}
-		li.holders = append(li.holders, holder{ref: holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks},
-			exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
+		if !e.d.Procs.Alive(ref) {
+			continue
+		}
+		e.log.Warn("a journaled holder lives but the scan does not show it holding the store; its journaled files are pinned",
+			"incident", li.id, "pid", hr.PID)
+		hs = append(hs, holder{ref: ref, exe: hr.Exe, files: heldFiles(hr.Files), frozen: hr.Frozen, readOnly: hr.ReadOnly})
 	}
+	// The incident is listed already: Owns reads its holders from the
+	// early freeze's goroutine (a kick), under e.mu.
+	e.mu.Lock()
+	li.holders = hs
+	e.mu.Unlock()
+}
+
+// heldFiles turns journaled holder files back into the scan's form.
+func heldFiles(fs []journal.HolderFile) []holders.Held {
+	out := make([]holders.Held, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, holders.Held{Role: holders.Role(f.Role), FD: f.FD, Mapped: f.Mmap, ID: f.ID, Birth: f.Birth})
+	}
+	return out
 }
 
 func findPid(ps []holders.Process, pid int) *holders.Process {

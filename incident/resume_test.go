@@ -243,3 +243,26 @@ func TestResumeHolderlessIncidentAfterAgentDied(t *testing.T) {
 		t.Fatalf("resumed: %s (%q)", inc.State, inc.Detail.Error)
 	}
 }
+
+// A frozen holder whose capture could not be written (a full disk) is
+// still stopped when the agent comes back, but the new agent's scan does
+// not tie it to the store: the incident keeps it (pid and start time
+// still match), pins its journaled files and finishes, instead of
+// failing with "every orphan holder exited" and leaving it stopped.
+func TestResumeHolderTheScanDoesNotShow(t *testing.T) {
+	r := newRig(t, store.Hermes)
+	r.salv.failCapture = 1
+	p := r.writer(101, true, true)
+	id := r.open(journal.KindSidecarLost, PolicyKill, p)
+	if inc := r.incident(id); inc.State != journal.StateNeedsAction {
+		t.Fatalf("with the capture failing: %s (%s), want needs_action", inc.State, inc.Detail.Error)
+	}
+	r.procs.unseen = map[int]bool{101: true}
+	r.restart()
+	r.now = r.now.Add(time.Hour) // past the capture retry
+	r.eng.Advance()
+	inc := r.incident(id)
+	if inc.State == journal.StateFailed || len(r.procs.stopped()) != 0 {
+		t.Fatalf("resumed: %s (%q), stopped %v; want it carried on with the holder", inc.State, inc.Detail.Error, r.procs.stopped())
+	}
+}

@@ -130,7 +130,7 @@ func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 	}
 	return recovery.DivertRequest{
 		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: kind,
-		ReplacedAt: li.replacedAt.Add(-replaceMargin), ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
+		ReplacedAt: li.replacedAt.Add(-replaceMargin), Cut: li.cut, ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
 	}
 }
 
@@ -161,7 +161,7 @@ func (e *Engine) divertSalvaged(ctx context.Context, li *live, req recovery.Dive
 func (e *Engine) diverted(li *live, rep recovery.DivertReport) recovery.DivertReport {
 	li.wait, li.replay = pending{}, append([]recovery.DivertFile{}, rep.ReplayFiles(false)...)
 	e.emit(slog.LevelInfo, "rows only in the capture diverted", EventDiverted, li, "dir", rep.Dir,
-		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows)
+		"sessions", rep.Sessions, "replay_rows", rep.ReplayRows, "pre_replacement_rows", rep.PreReplacementRows, "cut", rep.CutNote)
 	return rep
 }
 

@@ -24,6 +24,7 @@ const captureRetry = 5 * time.Second
 // so no orphan can become the last closer that checkpoints and unlinks.
 func (e *Engine) stepPin(li *live) {
 	pinnedNow := e.pinAll(li)
+	e.cutFromPins(li)
 	if len(li.pins) > 0 {
 		e.enter(li, pinned, journal.Step{Name: journal.StepPinned, Detail: map[string]any{"pins": pinnedNow}}, nil)
 		return
@@ -63,6 +64,9 @@ func (e *Engine) pinAll(li *live) []string {
 			e.pinned(li, &pin{role: f.Role, id: f.ID, f: fd, birth: b})
 			if err := e.d.Procs.LockPin(f.Role, fd); err != nil {
 				e.log.Warn("pin lock not taken", "incident", li.id, "role", string(f.Role), "err", err)
+			}
+			if f.Role == holders.RoleSHM && cutKind(li.kind) {
+				e.holdCheckpoint(li, fd)
 			}
 			out = append(out, fmt.Sprintf("%s %s", f.Role, f.ID))
 			e.emit(slog.LevelInfo, "orphan inode pinned", EventHolderPinned, li, "pid", h.ref.Pid,

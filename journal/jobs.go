@@ -87,6 +87,11 @@ var (
 	// ErrNoRetry marks a replay failure that retrying cannot fix (the file
 	// is gone, the store refuses it); FailJob then fails the job for good.
 	ErrNoRetry = errors.New("not retryable")
+	// ErrNotYet marks a replay that waits for something outside the
+	// agent (the store's schema, which Hermes creates again on its next
+	// start after a lost -wal took it): FailJob queues it again after
+	// Backoff.Base without counting the attempt.
+	ErrNotYet = errors.New("not yet")
 )
 
 const jobCols = `id, incident_id, store, jsonl_path, session_id, state, attempts, next_attempt_at, last_error, created_at, updated_at, result, from_line`
@@ -176,13 +181,18 @@ func (j *Journal) FinishJob(ctx context.Context, id int64, result JobResult) (Jo
 
 // FailJob records a failed attempt of running job id: it goes back to
 // queued, due after b.Delay(attempts) from now, or fails for good when
-// cause wraps ErrNoRetry or b.MaxAttempts is reached.
+// cause wraps ErrNoRetry or b.MaxAttempts is reached. A cause wrapping
+// ErrNotYet is no attempt: due again after b.Delay(1), attempts unchanged.
 func (j *Journal) FailJob(ctx context.Context, id int64, now time.Time, cause error, b Backoff) (Job, error) {
 	msg := "unknown error"
 	if cause != nil {
 		msg = cause.Error()
 	}
 	return j.endJob(ctx, id, "fail", func(cur Job) (string, []any) {
+		if errors.Is(cause, ErrNotYet) {
+			return `state = ?, next_attempt_at = ?, last_error = ?, updated_at = ?, attempts = max(attempts - 1, 0)`,
+				[]any{string(JobQueued), toNanos(now.Add(b.Delay(1))), msg, toNanos(now)}
+		}
 		state, next := JobQueued, now.Add(b.Delay(cur.Attempts))
 		if errors.Is(cause, ErrNoRetry) || (b.MaxAttempts > 0 && cur.Attempts >= b.MaxAttempts) {
 			state, next = JobFailed, cur.NextAttemptAt

@@ -207,6 +207,30 @@ func TestFailJobBacksOffAndCaps(t *testing.T) {
 	}
 }
 
+// A job that waits for something outside the agent (ErrNotYet) is due
+// again after the base delay every time and never runs out of attempts.
+func TestFailJobNotYetSpendsNoAttempt(t *testing.T) {
+	ctx := context.Background()
+	j, _ := openTestJournal(t)
+	job, err := j.EnqueueJob(ctx, Job{Store: "/s", Path: "/r/s.jsonl", SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Backoff{Base: time.Second, Max: 10 * time.Second, MaxAttempts: 3}
+	now := time.Now().Add(time.Second)
+	for i := range 2 * b.MaxAttempts {
+		got, ok, err := j.ClaimNextJob(ctx, now)
+		if err != nil || !ok || got.ID != job.ID || got.Attempts != 1 {
+			t.Fatalf("wait %d: claim %+v %v %v; want attempt 1 again", i, got, ok, err)
+		}
+		w, err := j.FailJob(ctx, job.ID, now, fmt.Errorf("%w: no schema", ErrNotYet), b)
+		if err != nil || w.State != JobQueued || w.Attempts != 0 || w.NextAttemptAt.Sub(now) != b.Base {
+			t.Fatalf("wait %d: %+v %v; want queued, no attempt spent, due after %v", i, w, err, b.Base)
+		}
+		now = w.NextAttemptAt
+	}
+}
+
 func TestRequeueRunningAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	j, path := openTestJournal(t)

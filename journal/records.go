@@ -32,12 +32,16 @@ type IncidentDetail struct {
 	Holders       []HolderRecord    `json:"holders,omitempty"`
 	// ReplacedAt is when the generation changed at the path; divert keeps
 	// only rows committed after it for replaced incidents.
-	ReplacedAt   time.Time `json:"replaced_at,omitzero"`
-	CapturePath  string    `json:"capture_path,omitempty"`
-	CaptureBytes int64     `json:"capture_bytes,omitempty"`
-	Quarantined  []string  `json:"quarantined,omitempty"` // mispaired sidecars moved aside
-	DivertDir    string    `json:"divert_dir,omitempty"`
-	Error        string    `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
+	ReplacedAt time.Time `json:"replaced_at,omitzero"`
+	// WALCut is where the orphan's WAL stood when the agent saw the main
+	// replaced (replaced, mispaired): the divert replays what the orphan
+	// committed after it. Journaled so a resumed incident uses the same.
+	WALCut       *WALCutRecord `json:"wal_cut,omitempty"`
+	CapturePath  string        `json:"capture_path,omitempty"`
+	CaptureBytes int64         `json:"capture_bytes,omitempty"`
+	Quarantined  []string      `json:"quarantined,omitempty"` // mispaired sidecars moved aside
+	DivertDir    string        `json:"divert_dir,omitempty"`
+	Error        string        `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
 	// Rewriter is the process that rewrote the main in place (kind
 	// rewritten): never signalled, waited for.
 	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
@@ -61,6 +65,16 @@ type SalvageRecord struct {
 	LostPages       int      `json:"lost_pages"`    // pages that could not be read at all
 	SessionsSeen    []string `json:"sessions_seen,omitempty"`
 	RawFiles        string   `json:"raw_files,omitempty"` // the capture that keeps the WAL
+}
+
+// WALCutRecord is a frame cut as journaled: frames up to Frame of the WAL
+// with these salts were committed at At.
+type WALCutRecord struct {
+	Frame  uint32    `json:"frame"`
+	Salt1  uint32    `json:"salt1"`
+	Salt2  uint32    `json:"salt2"`
+	At     time.Time `json:"at"`
+	Source string    `json:"source,omitempty"` // guard (at detection) or pin
 }
 
 // GenerationRecord is a generation's identity as journaled.

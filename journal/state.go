@@ -145,6 +145,7 @@ const (
 	StepReleased         = "released"
 	StepSnapshotWritten  = "snapshot.written"  // sidecar_lost: the shared main as at detection
 	StepBackfillFinished = "backfill.finished" // sidecar_lost: a checkpoint a frozen holder was stopped in, completed
+	StepWALCut           = "wal.cut"           // replaced, mispaired: the orphan WAL's position, read at its pins
 	StepCaptureWritten   = "capture.written"
 	StepCaptureFinal     = "capture.final" // the capture the divert reads
 	StepCaptureFailed    = "capture.failed"

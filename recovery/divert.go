@@ -59,6 +59,12 @@ type DivertRequest struct {
 	// missing rows stamped at or before it were rolled back by the
 	// restore and go to pre-replacement/.
 	ReplacedAt time.Time
+	// Cut, when set (replaced and mispaired incidents the agent saw
+	// happen), is the exact replacement point in the orphan's WAL: a
+	// missing row is pre-replacement only if the orphan had committed it
+	// by the cut and it is stamped at or before Cut.At. When the capture
+	// cannot show its state at the cut, ReplacedAt's rule applies.
+	Cut *FrameCut
 	// ProfileHome is where sessions/recovered/ lives; default the store's
 	// directory (a profile's home holds its state.db).
 	ProfileHome string
@@ -72,6 +78,8 @@ type DivertRequest struct {
 	// default os.TempDir().
 	TmpDir string
 	Logger *slog.Logger // nil: slog.Default()
+
+	cutNote string // how the diff told the rows apart, for the report
 }
 
 // ErrCaptureUnpaired means a capture's WAL does not fit its main (the
@@ -86,10 +94,14 @@ type DivertReport struct {
 	IncidentID string
 	Kind       string
 	ReplacedAt time.Time // zero unless Kind is replaced
-	Capture    string    // the capture directory
-	Store      string    // the healthy store the rows were diffed against
-	Dir        string    // <home>/sessions/recovered/<incident-id>
-	Files      []DivertFile
+	// Cut is the request's frame cut; CutNote says which rule split the
+	// rows: the frame cut, or the timestamps and why.
+	Cut     *FrameCut
+	CutNote string
+	Capture string // the capture directory
+	Store   string // the healthy store the rows were diffed against
+	Dir     string // <home>/sessions/recovered/<incident-id>
+	Files   []DivertFile
 	// Sessions is how many sessions the capture has messages in.
 	Sessions int
 	// CaptureRows is every message of the capture; HealthyRows the healthy
@@ -166,7 +178,7 @@ func (r *DivertRequest) check() error {
 			return fmt.Errorf("divert %s: kind %s needs the replacement time, to tell the orphan's rows from the ones the restore rolled back", r.IncidentID, r.Kind)
 		}
 	case KindSidecarLost:
-		r.ReplacedAt = time.Time{}
+		r.ReplacedAt, r.Cut = time.Time{}, nil
 	default:
 		return fmt.Errorf("divert %s: unknown kind %q (want %s, %s, %s or %s)", r.IncidentID, r.Kind, KindReplaced, KindSidecarLost, KindMispaired, KindRewritten)
 	}

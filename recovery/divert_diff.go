@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
 	"github.com/stateguard/stateguard/store"
@@ -34,16 +33,26 @@ type divertRow struct {
 // same session of the healthy store. A capture row is present when the
 // healthy session has a row of the same identity (keyOf) not already
 // matched to an earlier capture row: two equal rows in the capture and one
-// in the store leave one missing. replacedAt (non-zero for KindReplaced)
-// splits the missing rows: stamped after it, replay; else pre.
-func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt time.Time) ([]sessionDiff, error) {
+// in the store leave one missing. cut splits the missing rows into
+// replay and pre (replayCut.pre).
+func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCut) ([]sessionDiff, error) {
 	sids, err := captureSessions(ctx, capQ)
 	if err != nil {
 		return nil, err
 	}
-	sessCols, err := tableColumns(ctx, healthyQ, "sessions")
+	// A store whose schema lived only in a -wal that was lost has no
+	// tables now: every capture row is missing from it, and the replay
+	// waits until Hermes creates the schema again.
+	have, err := tablesIn(ctx, healthyQ)
 	if err != nil {
 		return nil, fmt.Errorf("healthy store: %w", err)
+	}
+	noSchema := !have["sessions"] || !have["messages"]
+	var sessCols map[string]bool
+	if !noSchema {
+		if sessCols, err = tableColumns(ctx, healthyQ, "sessions"); err != nil {
+			return nil, fmt.Errorf("healthy store: %w", err)
+		}
 	}
 	var out []sessionDiff
 	for _, sid := range sids {
@@ -55,9 +64,11 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 		if err != nil {
 			return nil, fmt.Errorf("capture: session %s: %w", sid, err)
 		}
-		exists, err := store.SessionExists(ctx, healthyQ, sid)
-		if err != nil {
-			return nil, fmt.Errorf("healthy store: %w", err)
+		exists := false
+		if !noSchema {
+			if exists, err = store.SessionExists(ctx, healthyQ, sid); err != nil {
+				return nil, fmt.Errorf("healthy store: %w", err)
+			}
 		}
 		var healthy []store.Message
 		if exists {
@@ -74,11 +85,13 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 			case err != nil:
 				return nil, fmt.Errorf("capture: %w", err)
 			default:
-				pruneSession(&s, sessCols)
+				if sessCols != nil {
+					pruneSession(&s, sessCols)
+				}
 				d.session = &s
 			}
 		}
-		d.missing(capRows, healthy, replacedAt)
+		d.missing(capRows, healthy, cut)
 		out = append(out, d)
 	}
 	return out, nil
@@ -86,8 +99,7 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, replacedAt t
 
 // missing fills d with the capture rows the healthy session lacks (see
 // diffCapture), rendered as diverted lines.
-func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.Time) {
-	cut := float64(replacedAt.UnixNano()) / 1e9
+func (d *sessionDiff) missing(capRows, healthy []store.Message, cut replayCut) {
 	d.captureRows, d.healthyRows = len(capRows), len(healthy)
 	have := make(map[rowKey]int, len(healthy))
 	for i := range healthy {
@@ -106,7 +118,7 @@ func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.
 			continue
 		}
 		row := divertRow{id: m.ID, line: line}
-		if !replacedAt.IsZero() && !(m.Timestamp.Valid && m.Timestamp.Float64 > cut) {
+		if cut.pre(m, k) {
 			d.pre = append(d.pre, row)
 			continue
 		}
@@ -122,6 +134,17 @@ func (d *sessionDiff) missing(capRows, healthy []store.Message, replacedAt time.
 func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
 	if empty, err := schemaless(ctx, q); err != nil || empty {
 		return nil, err
+	}
+	// Hermes creates its tables one statement at a time, messages after
+	// schema_version, state_meta and sessions: an orphan caught in
+	// between (a writer creating the schema of a store that had lost it)
+	// holds no message.
+	have, err := tablesIn(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	if !have["messages"] && (have["sessions"] || have["schema_version"] || have["state_meta"]) {
+		return nil, nil
 	}
 	rows, err := q.QueryContext(ctx, "SELECT session_id FROM messages GROUP BY session_id ORDER BY min(id)")
 	if err != nil {
@@ -142,6 +165,24 @@ func captureSessions(ctx context.Context, q store.Querier) ([]string, error) {
 		return nil, fmt.Errorf("capture: list sessions: %w", err)
 	}
 	return out, nil
+}
+
+// tablesIn lists the database's tables.
+func tablesIn(ctx context.Context, q store.Querier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		return nil, fmt.Errorf("read schema: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("read schema: %w", err)
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
 }
 
 // schemaless reports whether the database has no schema object at all.

@@ -21,6 +21,8 @@ type divertManifest struct {
 	IncidentID         string               `json:"incident_id"`
 	Kind               string               `json:"kind"`
 	ReplacedAt         string               `json:"replaced_at,omitempty"` // RFC 3339, nanoseconds
+	WALCut             *FrameCut            `json:"wal_cut,omitempty"`
+	Cut                string               `json:"cut,omitempty"` // which rule split the rows, and why
 	Capture            string               `json:"capture"`
 	Store              string               `json:"store"`
 	CreatedAt          string               `json:"created_at"`
@@ -149,7 +151,7 @@ func (r *DivertReport) manifest(created time.Time) *divertManifest {
 		Capture: r.Capture, Store: r.Store, CreatedAt: created.UTC().Format(time.RFC3339Nano),
 		Sessions: r.Sessions, CaptureRows: r.CaptureRows, HealthyRows: r.HealthyRows,
 		ReplayRows: r.ReplayRows, PreReplacementRows: r.PreReplacementRows, Unreplayable: r.Unreplayable,
-		Files: []divertManifestFile{},
+		Files: []divertManifestFile{}, WALCut: r.Cut, Cut: r.CutNote,
 	}
 	if !r.ReplacedAt.IsZero() {
 		m.ReplacedAt = r.ReplacedAt.UTC().Format(time.RFC3339Nano)
@@ -174,6 +176,7 @@ func (m *divertManifest) report(dir string) (DivertReport, error) {
 		IncidentID: m.IncidentID, Kind: m.Kind, Capture: m.Capture, Store: m.Store, Dir: dir,
 		Sessions: m.Sessions, CaptureRows: m.CaptureRows, HealthyRows: m.HealthyRows,
 		ReplayRows: m.ReplayRows, PreReplacementRows: m.PreReplacementRows, Unreplayable: m.Unreplayable,
+		Cut: m.WALCut, CutNote: m.Cut,
 	}
 	if m.ReplacedAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, m.ReplacedAt)

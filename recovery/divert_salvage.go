@@ -115,7 +115,7 @@ func diffSalvaged(ctx context.Context, req *DivertRequest, res *walsalvage.Resul
 				d.session = &s
 			}
 		}
-		d.missing(capRows[sid], have, req.ReplacedAt)
+		d.missing(capRows[sid], have, replayCut{at: req.ReplacedAt})
 		out = append(out, d)
 	}
 	return out, nil

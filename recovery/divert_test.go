@@ -416,8 +416,9 @@ func countContent(t *testing.T, q store.Querier, sid, content string) int {
 // a restore had it missing, so SQLite created it, and the restore's rename
 // then orphaned it) holds no rows: the divert finds nothing to replay
 // instead of failing on "no such table: messages" five times (the 1000-
-// cycle chaos run's failed replaced incident). A capture with tables but
-// no messages is still refused.
+// cycle chaos run's failed replaced incident). Nor does one whose Hermes
+// schema was half created. A capture with other tables and no messages
+// is still refused.
 func TestDiffCaptureSchemaless(t *testing.T) {
 	dir := t.TempDir()
 	healthyPath := filepath.Join(dir, "state.db")
@@ -436,14 +437,24 @@ func TestDiffCaptureSchemaless(t *testing.T) {
 	}
 	defer capDB.Close()
 	ctx := context.Background()
-	diffs, err := diffCapture(ctx, capDB, healthy, time.Now())
+	diffs, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()})
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("diff of an empty capture: %v, %v; want nothing and no error", diffs, err)
 	}
 	if _, err := capDB.Exec("CREATE TABLE other (x)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := diffCapture(ctx, capDB, healthy, time.Now()); err == nil {
+	if _, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}); err == nil {
 		t.Fatal("a capture with tables but no messages diffed without an error")
+	}
+	// Hermes' schema begun but not finished (a writer creating the
+	// schema of a store that had lost it, orphaned before it created
+	// messages): no message, nothing to replay.
+	if _, err := capDB.Exec("CREATE TABLE schema_version (version INTEGER NOT NULL); CREATE TABLE sessions (id TEXT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err = diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()})
+	if err != nil || len(diffs) != 0 {
+		t.Fatalf("diff of a capture with Hermes' schema half created: %v, %v; want nothing and no error", diffs, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,11 +61,12 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	}
 
 	rep := DivertReport{IncidentID: req.IncidentID, Kind: req.Kind, ReplacedAt: req.ReplacedAt,
-		Capture: req.Capture, Store: req.Store, Dir: final}
+		Cut: req.Cut, Capture: req.Capture, Store: req.Store, Dir: final}
 	diffs, err := diff(ctx, &req)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
+	rep.CutNote = req.cutNote
 	if err := writeDivert(ctx, log, recovered, &rep, diffs, owner); err != nil {
 		if errors.Is(err, errDivertRaced) {
 			return existingDivert(final, &req)
@@ -109,6 +109,12 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	}
 	defer os.RemoveAll(filepath.Dir(copyPath))
 
+	// The state at the frame cut is read first, from a second copy: the
+	// first is about to be opened, and SQLite may checkpoint it.
+	cut, err := chooseCut(ctx, req, copyPath, tmp)
+	if err != nil {
+		return nil, err
+	}
 	capDB, err := sql.Open("sqlite", privateCopyDSN(copyPath))
 	if err != nil {
 		return nil, fmt.Errorf("open private copy %s: %w", copyPath, err)
@@ -137,11 +143,30 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	}
 	defer hTx.Rollback()
 
-	var cut time.Time
-	if req.Kind == KindReplaced || req.Kind == KindMispaired || req.Kind == KindRewritten {
-		cut = req.ReplacedAt
-	}
 	return diffCapture(ctx, capTx, hTx, cut)
+}
+
+// chooseCut is the rule that splits a replaced store's missing rows: the
+// frame cut when the request has one the capture can show, else the
+// replacement time.
+func chooseCut(ctx context.Context, req *DivertRequest, copyPath, tmp string) (replayCut, error) {
+	if req.Kind != KindReplaced && req.Kind != KindMispaired && req.Kind != KindRewritten {
+		return replayCut{}, nil
+	}
+	if req.Cut == nil {
+		req.cutNote = "timestamps: no wal position was recorded"
+		return replayCut{at: req.ReplacedAt}, nil
+	}
+	rows, why, err := rowsAtCut(ctx, req, copyPath, tmp)
+	if err != nil {
+		return replayCut{}, err
+	}
+	if rows == nil {
+		req.cutNote = "timestamps: " + why
+		return replayCut{at: req.ReplacedAt}, nil
+	}
+	req.cutNote = "wal " + req.Cut.String()
+	return replayCut{at: req.Cut.At, atFrame: rows}, nil
 }
 
 // privateCopyDSN opens our own copy writable: SQLite must be able to

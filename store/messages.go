@@ -315,6 +315,11 @@ func ReadSession(ctx context.Context, q Querier, id string) (Session, error) {
 	return s, rows.Err()
 }
 
+// ErrNoTable: a table Hermes' schema has is not in the store. A store
+// whose schema lived only in a -wal that was lost (a sidecar_lost
+// incident) has none until Hermes' next start creates it again.
+var ErrNoTable = errors.New("no such table")
+
 // columnsOf lists a table's columns with PRAGMA table_info.
 func columnsOf(ctx context.Context, q Querier, table string) ([]string, error) {
 	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?) ORDER BY cid", table)
@@ -334,7 +339,7 @@ func columnsOf(ctx context.Context, q Querier, table string) ([]string, error) {
 		return nil, fmt.Errorf("probe columns of %s: %w", table, err)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("probe columns of %s: no such table (is this a Hermes store?)", table)
+		return nil, fmt.Errorf("probe columns of %s: %w (is this a Hermes store? a Hermes store whose -wal was lost may have no schema until Hermes creates it again)", table, ErrNoTable)
 	}
 	return cols, nil
 }

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -29,7 +28,9 @@ func (w *worker) check(at time.Time) {
 	}
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
+	w.takeEarly(frozen)
 	w.fastFreeze(gen, frozen)
+	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
 		w.armOnOpen(gen)
@@ -40,8 +41,11 @@ func (w *worker) check(at time.Time) {
 		gen = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
 		w.armOnOpen(gen) // the -shm comes just after the -wal
+		if cut == nil {
+			cut = w.walCut(gen)
+		}
 	}
-	sr, ok := w.scan(changed, frozen)
+	sr, ok := w.scan(gen, changed, frozen)
 	if !ok {
 		return
 	}
@@ -49,6 +53,7 @@ func (w *worker) check(at time.Time) {
 	// then rm of the sidecars): its incident takes the writers first.
 	w.openRewrites(frozen)
 	orphans := w.confirm(sr, frozen)
+	orphans, kind, policy := w.freezeOrphans(orphans, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {
 		ch := gen.Diff(old)
@@ -71,18 +76,30 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, frozen, at, oldRec, gen)
+		w.openIncident(orphans, kind, policy, frozen, at, oldRec, gen, cut)
 	}
 }
 
 // armOnOpen arms the guard at once when gen is only a connection opening
-// the store (sidecarsCreated): the settle and the full scan (which waits
-// for any other store's or the reconcile walker's scan) can take longer
-// than that connection lives, and the guard must hold the new -shm before
-// the connection can be its last closer. The check's own guardSync after
-// the scan finds it armed.
+// the store (sidecarsCreated), or only new sidecars next to the same main
+// while the guard holds nothing (sidecarsNew): the settle and the full
+// scan (which waits for any other store's or the reconcile walker's scan)
+// can take longer than that connection lives, and the guard must hold the
+// new -shm before the connection can be its last closer. The check's own
+// guardSync after the scan finds it armed.
+//
+// The unguarded case is what a mispaired incident leaves: it moves the old
+// sidecars into its capture inside the check that found it, so the worker
+// last saw sidecars that are gone and the next opener's look "replaced",
+// not created. With no guard, no old -wal is held for lostWAL to read and
+// the sidecars' own check (foreign sidecars) is only for a replaced main:
+// arming now is what the check would do after the scan, only sooner.
 func (w *worker) armOnOpen(gen store.Generation) {
-	if w.haveGen && sidecarsCreated(gen.Diff(w.gen)) {
+	if !w.haveGen {
+		return
+	}
+	ch := gen.Diff(w.gen)
+	if sidecarsCreated(ch) || (w.guard.g == nil && sidecarsNew(ch)) {
 		w.guardSync(gen)
 	}
 }
@@ -96,14 +113,42 @@ func sidecarsCreated(ch store.Change) bool {
 	return created != 0 && ch&^(store.WALCreated|store.SHMCreated|store.WALReset) == 0
 }
 
+// sidecarsNew reports whether ch is only a new -shm (and -wal) next to the
+// same main file, created or in place of another.
+func sidecarsNew(ch store.Change) bool {
+	const news = store.WALCreated | store.SHMCreated | store.WALReplaced | store.SHMReplaced
+	return ch&(store.SHMCreated|store.SHMReplaced) != 0 && ch&^(news|store.WALReset) == 0
+}
+
+// walCut reads, through the guard's fds on the generation the worker
+// last saw, where its WAL stands now, when gen shows its main replaced:
+// the frame cut of the incident about to open (incident/cut.go). It runs
+// right after the fast freeze, so the orphans it covers are stopped.
+func (w *worker) walCut(gen store.Generation) *store.WALCut {
+	g := w.guard.g
+	if g == nil || !w.haveGen || g.WAL() == nil || g.IDs() != guardFiles(w.gen) {
+		return nil
+	}
+	if gen.Main.Exists && gen.Main.ID == w.gen.Main.ID {
+		return nil // the main was not replaced
+	}
+	c, err := store.ReadWALCut(g.WAL(), g.SHM())
+	if err != nil {
+		w.log.Debug("no wal position for the cut", "err", err)
+		return nil
+	}
+	return &c
+}
+
 // scan finds the store's holders: a full scan after a real change (the
 // targeted scan re-inspects only the holders the cache knows, so a
 // process that opened the store since the last full scan would be missed
 // until the next reconcile; a real change is rare and worth it, and the
 // known holders are already frozen), the targeted one when the fast path
-// froze someone, and otherwise the cache's last result. On failure every
-// fast-path freeze is undone.
-func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
+// froze someone or the cache shows an orphan holder no incident handles,
+// and otherwise the cache's last result. On failure every fast-path
+// freeze is undone.
+func (w *worker) scan(gen store.Generation, changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
 	if changed {
 		if res := w.a.fullScan(); res != nil {
 			if sr := res.Store(w.st.Path); sr != nil {
@@ -117,7 +162,18 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 		// before its checks). Re-inspecting the known holders read the
 		// whole host lock table once per store, which with thousands of
 		// guarded stores made each check cost more than all of them.
-		if known, ok := w.a.cache.Known(w.target); ok {
+		//
+		// Not when it lists a holder of an orphaned inode that no
+		// incident handles: the cache is as old as the last scan, and
+		// that holder may be gone since. An incident that wrote nothing
+		// into the store (its frame cut left no row to replay) brings no
+		// generation change and so no full scan before it ends: the
+		// cache still lists the writer it killed, and taking that for a
+		// new orphan opened an incident for a dead process, whose own
+		// release woke this worker to open the next one. The targeted
+		// scan looks at the listed pids again (a dead one drops out,
+		// from the cache too).
+		if known, ok := w.a.cache.Known(w.target); ok && !w.unhandledOrphan(&known, gen) {
 			return &known, true
 		}
 	}
@@ -134,6 +190,17 @@ func (w *worker) scan(changed bool, frozen map[int]frozenProc) (*holders.StoreRe
 	return sr, true
 }
 
+// unhandledOrphan reports whether sr lists a holder of an inode not at
+// its path in gen that no incident of the store owns.
+func (w *worker) unhandledOrphan(sr *holders.StoreResult, gen store.Generation) bool {
+	for i := range sr.Holders {
+		if p := &sr.Holders[i]; holdsStale(p, gen) && !w.eng.Owns(p.Ref()) {
+			return true
+		}
+	}
+	return false
+}
+
 // confirm returns the scan's orphan holders that still hold an inode not
 // at its path once the scan is over (orphansNow), that no incident of the
 // store handles yet and that are not an announced restore's own process
@@ -147,7 +214,7 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	now := w.readGeneration()
 	closer := closingPid(w.st, now)
 	for _, p := range orphansNow(sr.Orphans(), now) {
-		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) {
+		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) {
 			orphans = append(orphans, p)
 		}
 	}
@@ -172,6 +239,19 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	return orphans
 }
 
+// exited reports whether an inspected holder is gone (or a zombie, which
+// holds no file) since the scan saw it: it can keep no orphan alive and
+// write none, so it opens no incident; what it left is a plain generation
+// change (lostWAL looks at a -wal that went with it). A holder known only
+// from lock evidence has no start time to check and is kept.
+func exited(p *holders.Process) bool {
+	if !p.Inspected {
+		return false
+	}
+	st, err := holders.State(p.Ref())
+	return errors.Is(err, holders.ErrProcessGone) || (err == nil && (st == 'Z' || st == 'X'))
+}
+
 // holdsStaleData reports whether p holds a main or -wal that is not the
 // one at its path in g: what a read-only holder must hold for there to be
 // anything to capture. One that holds only an old -shm (rebuilt from the
@@ -186,10 +266,25 @@ func holdsStaleData(p *holders.Process, g store.Generation) bool {
 	return false
 }
 
-// thaw resumes a process this check stopped and says why.
+// thaw resumes a process this check (or a rewrite's handling) stopped
+// and says why; an empty why says nothing. Not one the early freeze has
+// stopped again since (it waits in w.early): SIGSTOP does not count, so
+// this SIGCONT would undo that freeze too, and the incident its check
+// opens would find the orphan running ("holder not stopped"; a shared
+// main captured while the writer checkpointed into it).
 func (w *worker) thaw(pid int, f frozenProc, why string) {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	if _, again := w.early[pid]; again && f.ref == w.early[pid].ref {
+		return // its own check confirms or thaws it
+	}
+	w.thawLocked(pid, f, why)
+}
+
+// thawLocked is thaw with w.earlyMu held.
+func (w *worker) thawLocked(pid int, f frozenProc, why string) {
 	err := holders.Thaw(f.ref)
-	if errors.Is(err, holders.ErrProcessGone) {
+	if errors.Is(err, holders.ErrProcessGone) || why == "" {
 		return
 	}
 	w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
@@ -211,34 +306,56 @@ func orphansNow(orphans []holders.Process, now store.Generation) []holders.Proce
 	return out
 }
 
-// openIncident freezes the orphans the policy says to freeze that the
-// fast path did not, and hands them to the engine.
-func (w *worker) openIncident(orphans []holders.Process, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation) {
+// freezeOrphans stops the orphans the policy says to stop that the fast
+// path did not, and returns the orphans left with the incident's kind and
+// policy. One that exited since the scan (its freeze finds it gone) is
+// dropped: a dead holder opens no incident, and with none left the change
+// is a plain generation change (check runs lostWAL on it).
+func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenProc) ([]holders.Process, journal.Kind, incident.Policy) {
+	if len(orphans) == 0 {
+		return nil, "", ""
+	}
 	kind := classify(orphans)
 	policy := w.a.policies(w.st.Path).For(kind)
 	if policy == incident.PolicyObserve {
 		w.thawAll(frozen, "the incident's policy is observe") // the fast path guessed another kind
 	}
+	live := orphans[:0]
 	for i := range orphans {
 		p := &orphans[i]
 		// A read-only holder cannot write the orphan: it is pinned and
 		// reported by the incident, never signalled.
 		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() {
+			live = append(live, *p)
 			continue
 		}
-		if err := holders.Freeze(p.Ref()); err == nil {
+		err := holders.Freeze(p.Ref())
+		switch {
+		case err == nil:
 			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
-		} else {
+		case errors.Is(err, holders.ErrProcessGone):
+			w.log.Debug("orphan holder exited before it could be frozen", "pid", p.Pid)
+			continue
+		default:
 			w.log.Warn("freeze failed", "pid", p.Pid, "err", err)
 		}
+		live = append(live, *p)
 	}
+	if len(live) == 0 {
+		return nil, "", ""
+	}
+	return live, kind, policy
+}
+
+// openIncident hands the orphans, frozen per policy, to the engine.
+func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	w.claimGuardWAL(orphans)
 	at2 := make(map[int]time.Time, len(frozen))
 	for pid, f := range frozen {
 		at2[pid] = f.at
 	}
 	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
-		Old: old, New: generationRecord(gen)})
+		Old: old, New: generationRecord(gen), Cut: cut})
 }
 
 // Settle times: a change is classified once no further event for the
@@ -260,6 +377,7 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.kickC:
 			quiet.Stop()
 			gen = w.readGeneration()
+			w.takeEarly(frozen)
 			w.fastFreeze(gen, frozen)
 			if time.Now().Before(deadline) {
 				continue
@@ -281,107 +399,6 @@ func (w *worker) readGeneration() store.Generation {
 		w.log.Debug("read generation", "err", err)
 	}
 	return g
-}
-
-// fastFreeze stops, from the holder cache alone, every process the last
-// scan saw able to write an inode that is not the one at its path in gen
-// and that still holds it now (one stat per fd: the cache is older than
-// the change, and SQLite's own last closer has closed its -wal before it
-// unlinks it); the targeted re-scan confirms or thaws afterwards. A
-// process that only reads the store is never stopped, nor one that is
-// closing the store as its last connection.
-func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
-	known, ok := w.a.cache.Known(w.target)
-	if !ok {
-		return
-	}
-	pol := w.a.policies(w.st.Path)
-	closer := -1 // not asked yet
-	for i := range known.Holders {
-		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
-			continue
-		}
-		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
-			continue
-		}
-		if closer < 0 {
-			closer = closingPid(w.st, gen)
-		}
-		if isCloser(p, gen, closer) {
-			continue
-		}
-		if err := holders.Freeze(p.Ref()); err == nil {
-			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
-		}
-	}
-}
-
-// stillHoldsStale reports whether p still holds, now, one of the inodes
-// the cache says it holds that is not at its path in g.
-func stillHoldsStale(p *holders.Process, g store.Generation) bool {
-	for _, f := range p.Files {
-		if cur := fileOf(g, f.Role); (!cur.Exists || cur.ID != f.ID) && holders.StillHolds(p, f.ID) {
-			return true
-		}
-	}
-	return false
-}
-
-// closingPid is the pid of a process holding the store's main (the one
-// in g) EXCLUSIVE, 0 when none does or the main cannot be reached safely.
-// It runs in the fast freeze's path, inside a directory a user owns: the
-// main is opened from the profile directory's handle (no symlink in any
-// component, the directory discovery recorded), never by its name, and
-// must be the inode in g.
-func closingPid(s store.Store, g store.Generation) int {
-	if !g.Main.Exists || !g.Main.Regular() {
-		return 0
-	}
-	h, err := s.OpenDir()
-	if err != nil {
-		return 0
-	}
-	defer h.Close()
-	f, err := h.OpenFile(filepath.Base(s.Path))
-	if err != nil {
-		return 0
-	}
-	defer f.Close() // the agent's SQLite uses OFD locks: this close cancels none
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fileid.Of(fi).ID != g.Main.ID {
-		return 0
-	}
-	pid, _ := holders.ExclusiveLocker(f)
-	return pid
-}
-
-// isCloser reports whether p is SQLite's last closer of the store, caught
-// between unlinking its own -shm and closing it: it holds the current
-// main EXCLUSIVE (pid closer) and a -shm (a connection in
-// locking_mode=EXCLUSIVE, the other way to hold it so, uses none), and
-// every inode it holds that is not at its path is a sidecar. Stopping it
-// would only stop a clean close; a writer whose sidecars someone else
-// unlinked never holds the main EXCLUSIVE.
-func isCloser(p *holders.Process, g store.Generation, closer int) bool {
-	if closer <= 0 || p.Pid != closer {
-		return false
-	}
-	shm := false
-	for _, f := range p.Files {
-		switch {
-		case f.Role == holders.RoleMain && (!g.Main.Exists || f.ID != g.Main.ID):
-			return false
-		case f.Role == holders.RoleSHM:
-			shm = true
-		}
-	}
-	return shm
-}
-
-// frozenProc is a process this check stopped, and when.
-type frozenProc struct {
-	ref holders.ProcRef
-	at  time.Time
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store

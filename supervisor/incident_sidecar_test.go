@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +114,41 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// A writer created the store, so its schema and rows live only in the
+// -wal; the -wal is unlinked under it. The store at the path has no
+// tables now: the incident diverts every row and its replay waits,
+// without spending attempts, until Hermes (a new writer) creates the
+// schema again; then it resolves at once and every row is there.
+func TestSidecarLostTakesTheSchema(t *testing.T) {
+	home := t.TempDir()
+	db := filepath.Join(home, "state.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, home, nil)
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, Session: "s1", Rate: 300})
+	waitHolder(t, a, db, w1.Pid)
+	hermestest.Eventually(t, "some acks", 10*time.Second, func() bool { return len(w1.Acks(t)) >= 20 })
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	waitExit(t, w1, 10*time.Second)
+
+	ctx := context.Background()
+	hermestest.Eventually(t, "the replay to wait for the schema", 30*time.Second, func() bool {
+		jobs, err := a.journal.ListJobs(ctx, journal.JobFilter{Store: db})
+		return err == nil && len(jobs) == 1 && strings.Contains(jobs[0].LastError, "waiting for Hermes to create")
+	})
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Create: true, Session: "s2", Rate: 300})
+	inc := waitIncident(t, a, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if inc.State != journal.StateResolved || inc.Kind != journal.KindSidecarLost {
+		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
+	}
+	if err := w2.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	healthy := dbRows(t, db)
+	checkExactlyOnce(t, w1.Acks(t), healthy, time.Time{}, time.Time{})
+	checkExactlyOnce(t, w2.Acks(t), healthy, time.Time{}, time.Time{})
 }

@@ -72,8 +72,12 @@ func (a *Agent) runJob(job journal.Job) {
 		if ferr != nil {
 			log.Error("journal job failure", "err", ferr)
 		}
-		a.opts.Metrics.ReplayFailed()
-		log.Error("replay failed", "event", EventReplayFailed, "err", err, "attempts", j.Attempts, "state", string(j.State))
+		if errors.Is(err, journal.ErrNotYet) {
+			log.Warn("replay waits", "err", err)
+		} else {
+			a.opts.Metrics.ReplayFailed()
+			log.Error("replay failed", "event", EventReplayFailed, "err", err, "attempts", j.Attempts, "state", string(j.State))
+		}
 		if w := a.worker(job.Store); w != nil {
 			w.kick(time.Now())
 		}
@@ -140,6 +144,12 @@ func replayResult(rep recovery.ReplayReport, err error) (recovery.ReplayReport, 
 		errors.Is(err, recovery.ErrUntrustedInput) || errors.Is(err, bufio.ErrTooLong)) {
 		// Retrying cannot help: the store or the file needs an operator.
 		return rep, fmt.Errorf("%w: %w", journal.ErrNoRetry, err)
+	}
+	if err != nil && errors.Is(err, store.ErrNoTable) {
+		// The store lost its schema with its -wal (sidecar_lost); Hermes
+		// creates it again on its next start. Wait for that, once a
+		// second, without spending the job's attempts.
+		return rep, fmt.Errorf("%w: waiting for Hermes to create the store's schema again: %w", journal.ErrNotYet, err)
 	}
 	return rep, err
 }

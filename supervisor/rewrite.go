@@ -459,7 +459,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	}
 	for pid, f := range rs.frozen {
 		if findPid(writers, pid) == nil {
-			_ = holders.Thaw(f.ref)
+			w.thaw(pid, f, "") // the scan shows it writing nothing of the store
 			delete(rs.frozen, pid)
 		}
 	}

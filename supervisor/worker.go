@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,12 @@ type worker struct {
 	// reconcile (an idle checkpoint to retry).
 	seen    atomic.Pointer[fileid.Family]
 	recheck atomic.Bool
+
+	// early holds the processes the fast freeze stopped from kick, off
+	// the worker (freezeEarly), until the next check takes them.
+	earlyMu     sync.Mutex
+	early       map[int]frozenProc
+	earlyClosed bool // the worker stopped: nobody would confirm a freeze
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
@@ -77,8 +84,12 @@ func newWorker(a *Agent, s store.Store) *worker {
 	return w
 }
 
-// kick asks the worker to check its store; at is when the change was seen.
+// kick asks the worker to check its store; at is when the change was
+// seen. The fast freeze runs here, on the kicker's goroutine, before the
+// worker wakes: the worker may be busy with a long step (a capture, a
+// divert, a replay), and a new orphan must not run on meanwhile.
 func (w *worker) kick(at time.Time) {
+	w.freezeEarly()
 	select {
 	case w.kickC <- at:
 	default:
@@ -123,6 +134,7 @@ func (w *worker) liveIDs() []string { return w.eng.IDs() }
 
 func (w *worker) run() {
 	defer close(w.done)
+	defer w.closeEarly()
 	// A capture staged by an agent that died mid-capture is finished by
 	// the incident's resume or is garbage; CleanPartials keeps any that
 	// still holds quarantined originals.

@@ -88,8 +88,7 @@
 // around the tool, an incident stayed unresolved, a process was left
 // stopped, a capture left pinned, agentd exited by itself, or (with the
 // guard on) a last-closer read orphaned a live WAL; and, unless
-// -acceptance=false (CI's setting until the incident engine's fixes land),
-// when an incident failed or a file was left in a profile directory. It also prints issue 18's goals, met or
+// -acceptance=false, when an incident failed or a file was left in a profile directory. It also prints issue 18's goals, met or
 // MISSED: freeze p99 < 50 ms in the agent log outside the first 5 s of a
 // restarted agentd, max time to resolution < 60 s leaving out incidents
 // that said the disk was full, and at most 10 rows per 1000 cycles that a
@@ -103,8 +102,8 @@
 // sequence) and prints where it is.
 //
 // CI runs a short bounded run from scripts/ci-extra (30 cycles of the
-// default preset, seed 2, -acceptance=false; CHAOS_FAULTS=all
-// scripts/ci-extra runs every kind). The
+// default preset, seed 1, acceptance on; CHAOS_FAULTS=all
+// scripts/ci-extra runs every kind, CHAOS_SEED another sequence). The
 // long run (≥1000 cycles, about 25 minutes at -pace 0.4 on 2 cores) is:
 //
 //	go run ./internal/chaos -cycles 1000 -profiles 3 -seed 1 -faults all -goals

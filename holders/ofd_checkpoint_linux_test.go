@@ -1,0 +1,53 @@
+package holders
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// A read lock on an orphan's -shm checkpoint byte makes its own
+// checkpoints busy (nothing is backfilled) and lets its writes go on;
+// once the lock's fd is closed, the checkpoint runs.
+func TestLockSHMCheckpointHoldsOffCheckpoints(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sql.Open("sqlite", hermestest.DSN(db)+"&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	shm, err := os.Open(db + "-shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := LockSHMCheckpoint(shm); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := func() (busy, log, done int) {
+		t.Helper()
+		if err := c.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if busy, _, done := checkpoint(); busy != 1 || done > 0 {
+		t.Fatalf("checkpoint under the lock: busy %d, %d frames backfilled; want busy and none", busy, done)
+	}
+	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('t', 'cli', 2)"); err != nil {
+		t.Fatalf("a write under the lock: %v", err)
+	}
+	shm.Close()
+	if busy, log, done := checkpoint(); busy != 0 || done != log {
+		t.Fatalf("checkpoint after the lock: busy %d, %d of %d frames; want all", busy, done, log)
+	}
+}
