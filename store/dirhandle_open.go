@@ -138,3 +138,26 @@ func ResolveStore(path string) (Store, error) {
 	defer h.Close()
 	return Store{Home: dir, Path: filepath.Join(dir, filepath.Base(abs)), Kind: Hermes, DirID: h.ID()}, nil
 }
+
+// SameFiles checks that name and its -wal and -shm in the directory are
+// the inodes of f (a zero ID: no file expected to be compared), reached
+// through the handle: a caller that had to open them by name (the guard)
+// proves with it that what it opened is this directory's.
+func (h *DirHandle) SameFiles(name string, f fileid.Family) error {
+	for _, c := range []struct {
+		sfx string
+		id  fileid.ID
+	}{{"", f.Main}, {"-wal", f.WAL}, {"-shm", f.SHM}} {
+		if c.id.IsZero() {
+			continue
+		}
+		st, err := h.lstatAt(name + c.sfx)
+		if err != nil {
+			return fmt.Errorf("%s: %w: %w", h.Join(name+c.sfx), fileid.ErrIdentityChanged, err)
+		}
+		if got := fileid.FromStat(&st); got != c.id {
+			return fmt.Errorf("%s: inode %v in the store directory, %v opened by name: %w", h.Join(name+c.sfx), got, c.id, fileid.ErrIdentityChanged)
+		}
+	}
+	return nil
+}

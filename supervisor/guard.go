@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -187,9 +188,19 @@ func (w *worker) guardArm(gen store.Generation) {
 		w.guardUnavailable(false, "the -shm at the path belongs to the replaced main file")
 		return
 	}
-	g, err := holders.ArmGuard(w.st.Path, want, requireWAL)
+	g, err := w.armGuardChecked(want)
 	if err != nil {
 		switch {
+		case errors.Is(err, store.ErrDirChanged) || errors.Is(err, store.ErrSymlinkInPath):
+			// Not this store's directory any more: nothing is locked
+			// there; the next rescan picks up a new directory.
+			gd.setRetry(false)
+			if key := fmt.Sprint(want, err); gd.failed != key {
+				gd.failed = key
+				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
+					"err", err, "hint", "the store's directory is not the one discovery recorded; nothing was locked")
+			}
+			w.guardUnavailable(false, "store directory changed")
 		case errors.Is(err, errNotWAL):
 			gd.setRetry(false)
 			w.guardUnavailable(false, "not in WAL mode")
@@ -400,4 +411,30 @@ func (a *Agent) ResumeGuard(ctx context.Context, key string) (resumed bool, _ *c
 		return resumed, nil, fmt.Errorf("resume guard of %s: %w", key, err)
 	}
 	return resumed, w.guardState(), nil
+}
+
+// armGuardChecked arms the guard, which opens the store's files by name,
+// only inside the directory discovery recorded: the directory is reached
+// through its handle (no symlink, same inode and owner) before, and after
+// the guard's fds must be the inodes at those names in that directory. A
+// profiles/ swapped for a link to another user's in between is caught by
+// the second check, so no other store is ever locked on this one's behalf.
+func (w *worker) armGuardChecked(want fileid.Family) (*holders.Guard, error) {
+	h, err := w.st.OpenDir()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	g, err := holders.ArmGuard(w.st.Path, want, requireWAL)
+	if err != nil {
+		return nil, err
+	}
+	if err = h.Verify(); err == nil {
+		err = h.SameFiles(filepath.Base(w.st.Path), g.IDs())
+	}
+	if err != nil {
+		_ = g.Close()
+		return nil, err
+	}
+	return g, nil
 }

@@ -51,7 +51,19 @@ func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 	}
 	ctx, cancel := context.WithTimeout(w.a.ctx, time.Minute)
 	defer cancel()
-	cp, err := store.CheckpointIdle(ctx, w.st.Path, ids)
+	// SQLite checkpoints by name: only in the directory discovery
+	// recorded (checked through its handle first), and as its owner, so a
+	// directory swapped in between reaches only what the owner could
+	// write anyway.
+	var cp store.Checkpoint
+	h, err := w.st.OpenDir()
+	if err == nil {
+		h.Close()
+		err = store.AsOwner(ownerOf(w.st.DirID), ownerGroup(w.st.DirID), func() (err error) {
+			cp, err = store.CheckpointIdle(ctx, w.st.Path, ids)
+			return err
+		})
+	}
 	if err != nil {
 		w.log.Warn("checkpoint of the idle store failed; retried at the next reconcile", "err", err)
 		w.recheck.Store(true)
