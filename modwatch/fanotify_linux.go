@@ -24,7 +24,8 @@ import (
 type Watcher struct {
 	f    *os.File // the group's fd, nonblocking, in Go's poller; nil with ino
 	fn   func(Event)
-	gate *gate           // nil: opens are not held (no permission events here)
+	gate *gate // nil: opens are not held (no permission events here)
+	log  *slog.Logger
 	ino  *inotifyBackend // not nil: no writer pids (inotify_linux.go)
 
 	mu    sync.Mutex
@@ -52,7 +53,7 @@ func New(fn func(Event), cfg Config) (*Watcher, error) {
 	}
 	log = log.With("subsystem", "modwatch")
 	if !hasSysAdmin() {
-		return newInotify(fn)
+		return newInotify(fn, log)
 	}
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_FID,
 		unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
@@ -62,7 +63,7 @@ func New(fn func(Event), cfg Config) (*Watcher, error) {
 		}
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	w := &Watcher{f: os.NewFile(uintptr(fd), "fanotify"), fn: fn,
+	w := &Watcher{f: os.NewFile(uintptr(fd), "fanotify"), fn: fn, log: log,
 		byKey: map[string]fileid.ID{}, paths: map[fileid.ID]string{}, done: make(chan struct{})}
 	if cfg.NoGate {
 		log.Debug("opens for writing of a live main are not held (configured)")

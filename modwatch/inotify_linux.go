@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -47,12 +48,12 @@ func hasSysAdmin() bool {
 	return err == nil && eff&(1<<unix.CAP_SYS_ADMIN) != 0
 }
 
-func newInotify(fn func(Event)) (*Watcher, error) {
+func newInotify(fn func(Event), log *slog.Logger) (*Watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("%w: inotify_init1: %v", ErrUnsupported, err)
 	}
-	w := &Watcher{fn: fn, paths: map[fileid.ID]string{}, done: make(chan struct{}),
+	w := &Watcher{fn: fn, log: log, paths: map[fileid.ID]string{}, done: make(chan struct{}),
 		ino: &inotifyBackend{f: os.NewFile(uintptr(fd), "inotify"), byWD: map[int32]fileid.ID{}, wds: map[fileid.ID]int32{}}}
 	go w.inotifyLoop()
 	return w, nil

@@ -3,6 +3,7 @@
 package modwatch
 
 import (
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,7 @@ func TestInotifyBackend(t *testing.T) {
 		case evs <- e:
 		default:
 		}
-	})
+	}, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

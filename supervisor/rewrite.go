@@ -76,7 +76,13 @@ func (w *worker) watchMain(main fileid.State) {
 	}
 	id, err := rw.mw.Watch(w.st.Path)
 	if err != nil {
-		w.log.Debug("main not watched for in-place writes", "err", err)
+		// Retried at the next check; said once per inode (a protection
+		// gap, not routine).
+		level := w.log.Debug
+		if w.watchFailed != main.ID {
+			level, w.watchFailed = w.log.Warn, main.ID
+		}
+		level("main not watched for in-place writes; retried at the next check", "err", err)
 		return
 	}
 	if id != main.ID {

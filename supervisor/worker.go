@@ -41,8 +41,9 @@ type worker struct {
 	resumes []journal.Incident
 	// watched is the main inode marked for in-place writes; rws what
 	// that detection shares with modwatch's goroutine (rewrite.go).
-	watched fileid.ID
-	rws     rewriteState
+	watched     fileid.ID
+	watchFailed fileid.ID // the main whose Watch failure was last said
+	rws         rewriteState
 
 	stallAt time.Time // the stall check's next run (zero: at once)
 
