@@ -12,6 +12,7 @@ import (
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/modwatch"
+	"github.com/stateguard/stateguard/store"
 )
 
 // In-place rewrites (docs/design.md §5, kind rewritten). A store's own
@@ -245,6 +246,15 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	pk, err := holders.PeekFDs(ev.Pid, ev.ID, wal.ID, shm.ID)
 	if err == nil && isConn(pk) {
 		w.vouch(pk.Ref)
+		w.rws.mainSize.Store(size.Size)
+		return
+	}
+	if !wal.Exists && closingPid(w.st, store.Generation{Main: size}) == ev.Pid {
+		// SQLite's last closer (a sqlite3 CLI): its close checkpoint
+		// wrote the main, and it has unlinked its -wal and -shm already
+		// but still holds the main EXCLUSIVE (isCloser's case). What it
+		// leaves is the check's (sidecar_lost when a writer still holds
+		// the unlinked WAL).
 		w.rws.mainSize.Store(size.Size)
 		return
 	}
