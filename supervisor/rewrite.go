@@ -12,7 +12,6 @@ import (
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/modwatch"
-	"github.com/stateguard/stateguard/store"
 )
 
 // In-place rewrites (docs/design.md §5, kind rewritten). A store's own
@@ -239,6 +238,17 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	// millisecond): a connection that opened the store since the last
 	// scan has its -wal and -shm open, and nobody is frozen for it.
 	wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
+	if !wal.Exists {
+		// No -wal at the path: no WAL-mode connection has the store open
+		// (SQLite removes it only as the last closer), so no live WAL can
+		// be paired with these pages. It is a connection creating the
+		// store (rollback mode until journal_mode=WAL), SQLite's last
+		// closer after unlinking its sidecars, or a rewrite of an idle
+		// store; what it leaves at the paths is the check's (sidecar_lost
+		// when a writer still holds an unlinked WAL).
+		w.rws.mainSize.Store(size.Size)
+		return
+	}
 	shm, _ := fileid.Lstat(w.target.RolePath(holders.RoleSHM))
 	isConn := func(pk holders.Peek) bool {
 		return (wal.Exists && pk.Open[wal.ID]) || (shm.Exists && pk.Open[shm.ID])
@@ -249,15 +259,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		w.rws.mainSize.Store(size.Size)
 		return
 	}
-	if !wal.Exists && closingPid(w.st, store.Generation{Main: size}) == ev.Pid {
-		// SQLite's last closer (a sqlite3 CLI): its close checkpoint
-		// wrote the main, and it has unlinked its -wal and -shm already
-		// but still holds the main EXCLUSIVE (isCloser's case). What it
-		// leaves is the check's (sidecar_lost when a writer still holds
-		// the unlinked WAL).
-		w.rws.mainSize.Store(size.Size)
-		return
-	}
+
 	frozen := w.freezeWriters(known.Holders, ev.Pid)
 	for pid, f := range gated.frozen {
 		frozen[pid] = f // stopped since its open(2), before this write

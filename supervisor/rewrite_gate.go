@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/modwatch"
 )
@@ -36,6 +37,9 @@ type gatedSeen struct {
 func (w *worker) gatedOpen(ev modwatch.Event) {
 	if w.rewriting(ev.Pid) || w.restorer(holders.ProcRef{Pid: ev.Pid}) {
 		return
+	}
+	if wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); !wal.Exists {
+		return // no live WAL to pair the new pages with (foreignWrite)
 	}
 	known, _ := w.a.cache.Known(w.target)
 	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
