@@ -18,6 +18,9 @@ const (
 	sharedSize  = 510
 	shmDMSByte  = 128 // 120 + SQLITE_SHM_NLOCK: the dead-man switch
 	shmCkptByte = 121 // 120 + WAL_CKPT_LOCK: a checkpointer holds it exclusively
+	// 120 + WAL_READ_LOCK(1): a writer restarting a fully checkpointed WAL
+	// needs read locks 1..4 exclusively.
+	shmReadMark1 = 124
 )
 
 // LockMainShared takes an OFD read lock on the SHARED range of a main
@@ -31,15 +34,19 @@ func LockMainShared(f *os.File) error {
 	return nil
 }
 
-// LockSHMCheckpoint takes an OFD read lock on the checkpoint byte of an
-// orphaned generation's -shm: the orphan's own checkpoints then fail busy
-// (a PASSIVE one is skipped, as SQLite does when another connection
-// checkpoints), so its WAL is neither backfilled nor restarted past the
-// position its incident cut the replay at. Never on a live generation:
-// its writers need their checkpoints.
+// LockSHMCheckpoint takes OFD read locks on the checkpoint byte and the
+// first reader-slot byte of an orphaned generation's -shm: the orphan's
+// own checkpoints then fail busy (a PASSIVE one is skipped, as SQLite
+// does when another connection checkpoints), and a WAL it had already
+// checkpointed whole is not restarted by its next write (the restart
+// needs reader slots 1..4 exclusively; the write appends instead), so
+// the WAL keeps the position its incident cut the replay at. Never on a
+// live generation: its writers need their checkpoints.
 func LockSHMCheckpoint(f *os.File) error {
-	if err := ofdReadLock(f, shmCkptByte, 1); err != nil {
-		return fmt.Errorf("OFD read lock on %s byte %d: %w", f.Name(), shmCkptByte, err)
+	for _, b := range []int64{shmCkptByte, shmReadMark1} {
+		if err := ofdReadLock(f, b, 1); err != nil {
+			return fmt.Errorf("OFD read lock on %s byte %d: %w", f.Name(), b, err)
+		}
 	}
 	return nil
 }

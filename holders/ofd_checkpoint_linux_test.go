@@ -51,3 +51,52 @@ func TestLockSHMCheckpointHoldsOffCheckpoints(t *testing.T) {
 		t.Fatalf("checkpoint after the lock: busy %d, %d of %d frames; want all", busy, done, log)
 	}
 }
+
+// An orphan that had checkpointed its whole WAL just before it was
+// pinned restarts that WAL (new salts, frames from 1) at its next write,
+// and the capture can no longer show the store at its incident's frame
+// cut ("the orphan restarted its WAL after the cut": the divert falls
+// back to the timestamps and replays rolled-back rows). Under the lock
+// the write appends instead: the salts stay.
+func TestLockSHMCheckpointHoldsOffWALRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "state.db")
+	if err := hermestest.CreateStore(db); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sql.Open("sqlite", hermestest.DSN(db)+"&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	var busy, log, done int
+	if err := c.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done); err != nil || busy != 0 || done != log {
+		t.Fatalf("checkpoint before the lock: busy %d, %d of %d frames, %v", busy, done, log, err)
+	}
+	salts := func() [8]byte {
+		t.Helper()
+		b, err := os.ReadFile(db + "-wal")
+		if err != nil || len(b) < 32 {
+			t.Fatalf("read -wal header: %v", err)
+		}
+		return [8]byte(b[16:24])
+	}
+	before := salts()
+	shm, err := os.Open(db + "-shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shm.Close()
+	if err := LockSHMCheckpoint(shm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('t', 'cli', 2)"); err != nil {
+		t.Fatalf("a write under the lock: %v", err)
+	}
+	if after := salts(); after != before {
+		t.Fatalf("the write restarted the WAL under the lock (salts %x, then %x)", before, after)
+	}
+}
