@@ -27,6 +27,8 @@ func cmdRun(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	prof := startProfiler()
+	defer prof.stopCPU()
 	if err := requireSQLite(ctx, version.SQLite); err != nil {
 		fmt.Fprintf(os.Stderr, "agentd: refusing to start: %v\n", err)
 		return 1
@@ -91,6 +93,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	if err := agent.Covered(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("not every store had its first check before READY=1", "subsystem", "notify", "err", err)
 	}
+	prof.started()
 	notify.send(sdnotify.Ready, sdnotify.Status(agentProbe{a: agent}.Summary()))
 	stopKeepalive := startKeepalive(ctx, agent, notify, log, *watchdog)
 	defer stopKeepalive()
@@ -108,6 +111,7 @@ func cmdRun(ctx context.Context, args []string) int {
 			agent.Reload(opts(next))
 			notify.send(sdnotify.Ready)
 		case <-ctx.Done():
+			prof.stopping()
 			stopKeepalive()
 			notify.send(sdnotify.Stopping)
 			closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
