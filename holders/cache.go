@@ -40,6 +40,10 @@ type Cache struct {
 	// every store: a full scan of N stores stays linear in N.
 	refs  map[int]int
 	known map[string]map[fileid.ID]knownFile
+	// stats are the last reads of each store's paths (ScanReusing);
+	// lastWatch the last full scan's index, for the next to reuse.
+	stats     map[string]*pathStat
+	lastWatch *watch
 	// view is stores again, for Known: every store's fast freeze reads
 	// its own entry, and must not wait on c.mu while a full scan of
 	// thousands of stores is being remembered.
@@ -128,8 +132,15 @@ func (c *Cache) KnownFiles(t Target) []KnownFile {
 }
 
 // Scan runs a full host scan and remembers its result.
-func (c *Cache) Scan(targets []Target) (*Result, error) {
-	o, known := c.options(targets)
+func (c *Cache) Scan(targets []Target) (*Result, error) { return c.ScanReusing(targets, nil) }
+
+// ScanReusing is Scan, except that it does not read again the paths of a
+// target for which unchanged(path) says nothing changed there since the
+// last scan that read them (a watched directory that sent no event):
+// what that scan read stands. Every process is inspected all the same.
+// A target never read before is read; nil unchanged reads them all.
+func (c *Cache) ScanReusing(targets []Target, unchanged func(path string) bool) (*Result, error) {
+	o, known := c.options(targets, unchanged)
 	res, err := scanAll(targets, known, o)
 	if err != nil {
 		return nil, err
@@ -137,18 +148,58 @@ func (c *Cache) Scan(targets []Target) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = res
-	for _, s := range res.Stores {
+	c.lastWatch = res.w
+	for i, s := range res.Stores {
 		c.remember(s, true)
+		if ps := o.reuse[s.Target.Path]; ps == nil || i >= len(res.stats) || ps != res.stats[i] {
+			// Reused: already kept, or since replaced by a fresher read
+			// (a targeted scan's), which stands.
+			c.keepStat(s.Target.Path, res.stats, i)
+		}
 	}
 	return res, nil
 }
 
-// options are the scan options for targets: the rule, and every inode
-// remembered for them.
-func (c *Cache) options(targets []Target) (Options, map[int]Process) {
+// keepStat keeps what a scan read at a store's paths, for ScanReusing;
+// a read that failed is not kept (the next scan reads again). c.mu is
+// held.
+func (c *Cache) keepStat(path string, stats []*pathStat, i int) {
+	if i >= len(stats) || stats[i] == nil {
+		return
+	}
+	if c.stats == nil {
+		c.stats = make(map[string]*pathStat)
+	}
+	if ps := stats[i]; ps.err == nil {
+		c.stats[path] = ps
+	} else {
+		delete(c.stats, path)
+	}
+}
+
+// options are the scan options for targets: the rule, every inode
+// remembered for them, and the earlier reads of the paths unchanged
+// vouches for (nil: none).
+func (c *Cache) options(targets []Target, unchanged func(string) bool) (Options, map[int]Process) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o := Options{Rule: c.rule.orDefault()}
+	if unchanged != nil {
+		o.prev = c.lastWatch
+		o.reuse = make(map[string]*pathStat, len(targets))
+		o.last = make(map[string]*pathStat, len(targets))
+		for _, t := range targets {
+			p := filepath.Clean(t.Path)
+			ps := c.stats[p]
+			if ps == nil {
+				continue
+			}
+			o.last[p] = ps
+			if unchanged(t.Path) {
+				o.reuse[p] = ps
+			}
+		}
+	}
 	for _, t := range targets {
 		for _, f := range c.known[filepath.Clean(t.Path)] {
 			if (f.held || f.explicit > 0) && f.proven() {
@@ -186,7 +237,7 @@ func (c *Cache) Known(t Target) (StoreResult, bool) {
 // inspect is carried over.
 func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 	t.Path = filepath.Clean(t.Path)
-	o, known := c.options([]Target{t})
+	o, known := c.options([]Target{t}, nil)
 	c.mu.Lock()
 	prev, seen := c.stores[t.Path]
 	c.mu.Unlock()
@@ -221,6 +272,7 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 	remembered := s
 	remembered.Blind = prev.Blind
 	c.remember(remembered, false)
+	c.keepStat(t.Path, res.stats, 0)
 	return &s, nil
 }
 
@@ -235,6 +287,7 @@ func (c *Cache) Forget(t Target) {
 	delete(c.stores, path)
 	c.view.Delete(path)
 	delete(c.known, path)
+	delete(c.stats, path)
 }
 
 // remember keeps a result. After a full scan, what it saw decides which
@@ -246,8 +299,14 @@ func (c *Cache) remember(s StoreResult, full bool) {
 		c.procs = make(map[int]Process)
 		c.refs = make(map[int]int)
 	}
+	if old, ok := c.stores[s.Target.Path]; ok && full && quietSame(&old, &s) {
+		// A store nobody holds, read or reused as before: the result and
+		// what it teaches are those already kept (learnGeneration
+		// would re-learn the same current inodes and drop nothing).
+		return
+	}
 	// Results are handed to callers; keep copies they cannot change.
-	s.Current = maps.Clone(s.Current)
+	// (Current is shared: a scan's reads are never written after it.)
 	s.Holders = slices.Clone(s.Holders)
 	s.Blind = slices.Clone(s.Blind)
 	for i, p := range s.Holders {
@@ -277,9 +336,29 @@ func (c *Cache) remember(s StoreResult, full bool) {
 	if old, ok := c.stores[s.Target.Path]; ok {
 		c.unref(old.Holders)
 	}
+	s.full = full
 	c.stores[s.Target.Path] = s
 	c.view.Store(s.Target.Path, s)
 	c.learnGeneration(s, full)
+}
+
+// quietSame reports whether a full scan's result s for a store is the
+// one already kept (old, from a full scan too: no holders then nor now),
+// so remembering it changes nothing.
+func quietSame(old, s *StoreResult) bool {
+	if len(old.Holders) != 0 || len(s.Holders) != 0 || len(old.Blind) != 0 || len(s.Blind) != 0 ||
+		old.Verdict != s.Verdict || old.Rule != s.Rule || old.RuleNote != s.RuleNote || !old.full ||
+		old.Uninspected.Count != s.Uninspected.Count || old.Uninspected.Summary != s.Uninspected.Summary ||
+		!slices.Equal(old.Uninspected.UIDs, s.Uninspected.UIDs) || !slices.Equal(old.Uninspected.Pids, s.Uninspected.Pids) ||
+		!maps.Equal(old.births, s.births) {
+		return false
+	}
+	for _, r := range Roles {
+		if old.Current[r] != s.Current[r] {
+			return false
+		}
+	}
+	return true
 }
 
 // unref drops one store's reference to each of its holders' pids, and

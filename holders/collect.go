@@ -107,13 +107,16 @@ func (c *collector) scope(b Blind) BlindScope {
 }
 
 func (c *collector) result() *Result {
-	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), index: make(map[string]int, len(c.w.targets))}
+	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), index: make(map[string]int, len(c.w.targets)),
+		stats: c.w.stats, Stated: c.w.stated, w: c.w}
 	for i, t := range c.w.targets {
 		res.index[t.Path] = i
-		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault(),
-			births: map[fileid.ID]int64{}}
+		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
 		for _, r := range Roles {
 			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists {
+				if s.births == nil {
+					s.births = make(map[fileid.ID]int64, len(Roles))
+				}
 				s.births[s.Current[r].ID] = b
 			}
 		}

@@ -317,11 +317,22 @@ type KnownFile struct {
 type Options struct {
 	Rule  Rule
 	Known []KnownFile
+	// reuse are earlier reads of targets' paths that the caller vouches
+	// are still true (Cache.ScanReusing); the others are read.
+	reuse map[string]*pathStat
+	// last are the last reads of the targets' paths, so a read that finds
+	// the same keeps the same pathStat (and prev stays reusable).
+	last map[string]*pathStat
+	// prev is the last full scan's index, reused when built from the
+	// same inputs (watchFor).
+	prev *watch
 }
 
 // StoreResult is the scan of one store.
 type StoreResult struct {
-	Target  Target                `json:"target"`
+	Target Target `json:"target"`
+	// Current is what is at each role's path; shared with the Cache and
+	// later scans, so never to be written.
 	Current map[Role]fileid.State `json:"current"`
 	Holders []Process             `json:"holders"`
 	// Blind lists the uninspectable processes (and scan gaps) that could
@@ -337,6 +348,7 @@ type StoreResult struct {
 	Verdict  Verdict `json:"verdict"`
 
 	births map[fileid.ID]int64 // of the current files, for the Cache
+	full   bool                // kept by the Cache from a full scan
 }
 
 // Orphans returns the holders that hold an inode no longer at its path.
@@ -354,6 +366,13 @@ func (s *StoreResult) Orphans() []Process {
 type Result struct {
 	Stores []StoreResult `json:"stores"`
 	Took   time.Duration `json:"took"`
+	// Stated counts the stores whose paths this scan read; the others'
+	// were reused from an earlier scan (Cache.ScanReusing).
+	Stated int `json:"stated"`
+	// stats are what was read or reused at each store's paths, by index
+	// in Stores, for the Cache to reuse; w is the scan's index.
+	stats []*pathStat
+	w     *watch
 	// index maps a store's path to its place in Stores, built with the
 	// scan's result: every store's worker looks its own up, and a linear
 	// search made that quadratic in the number of stores.

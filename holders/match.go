@@ -77,12 +77,120 @@ type watch struct {
 	birth map[fileid.ID]int64
 	// index is each target's place in targets, by its cleaned path.
 	index map[string]int
+	// stats are what was read (or reused) at each target's paths;
+	// stated counts those read.
+	stats  []*pathStat
+	stated int
+	known  []KnownFile // as given, to tell whether the next scan may reuse this one
 }
 
-func newWatch(targets []Target, known []KnownFile) *watch {
-	w := &watch{byDir: make(map[string][]int), ids: make(map[fileid.ID][]idRef), roleBases: make(map[string]bool),
-		birth: make(map[fileid.ID]int64), index: make(map[string]int, len(targets))}
+// pathStat is what one scan read at a store's paths: its files, their
+// birth times, its directory and the directory's real path. A later scan
+// whose caller knows nothing changed at those paths since (a watched
+// directory that sent no event: Options.Unchanged) reuses it instead of
+// reading them again. It is never changed once made.
+type pathStat struct {
+	cur   map[Role]fileid.State
+	birth [3]int64 // by index in Roles
+	dir   fileid.State
+	real  string // the directory with symlinks resolved; "" when unknown
+	err   error  // what could not be read (not a missing file)
+}
+
+// statPaths reads what is at t's paths now.
+func statPaths(t Target, real realDirs) *pathStat {
+	ps := &pathStat{cur: make(map[Role]fileid.State, len(Roles))}
+	for ri, r := range Roles {
+		st, birth, err := lstatFile(t.RolePath(r))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			ps.err = errors.Join(ps.err, err)
+		}
+		ps.cur[r] = st
+		if ri < len(ps.birth) {
+			ps.birth[ri] = birth
+		}
+	}
+	dir := filepath.Dir(t.Path)
+	dst, err := statState(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		ps.err = errors.Join(ps.err, err)
+	}
+	ps.dir = dst
+	ps.real, _ = real.of(dir)
+	return ps
+}
+
+func newWatch(targets []Target, known []KnownFile, reuse map[string]*pathStat) *watch {
+	return watchFor(targets, Options{Known: known, reuse: reuse})
+}
+
+// watchFor is the index of one scan. Each target's paths are read unless
+// o.reuse has them (the caller vouches nothing changed there); a read
+// that finds what o.last had is that same pathStat. When every target
+// then has its pathStat of o.prev (the last full scan's index), with the
+// same known files, the index is o.prev again: an idle reconcile costs no
+// rebuild of a map per store.
+func watchFor(targets []Target, o Options) *watch {
+	stats := make([]*pathStat, len(targets))
+	stated := 0
 	real := realDirs{}
+	for i, t := range targets {
+		p := filepath.Clean(t.Path)
+		ps := o.reuse[p]
+		if ps == nil {
+			ps = statPaths(Target{Path: p}, real)
+			stated++
+			if old := o.last[p]; old != nil && old.same(ps) {
+				ps = old
+			}
+		}
+		stats[i] = ps
+	}
+	if p := o.prev; p != nil && p.builtFrom(targets, stats, o.Known) {
+		cp := *p // the maps are never written after the build: shared
+		cp.stated = stated
+		return &cp
+	}
+	w := buildWatch(targets, stats)
+	w.known, w.stated = o.Known, stated
+	w.addKnown(o.Known)
+	return w
+}
+
+func (w *watch) builtFrom(targets []Target, stats []*pathStat, known []KnownFile) bool {
+	if len(targets) != len(w.targets) || !slices.Equal(known, w.known) {
+		return false
+	}
+	// The same set of targets, in any order (the caller's is a map's).
+	for i, t := range targets {
+		j, ok := w.index[t.Path]
+		if !ok {
+			j, ok = w.index[filepath.Clean(t.Path)]
+		}
+		if !ok || stats[i] != w.stats[j] {
+			return false
+		}
+	}
+	return len(w.index) == len(w.targets)
+}
+
+// same reports whether two reads of a store's paths found the same.
+func (ps *pathStat) same(o *pathStat) bool {
+	if ps.err != nil || o.err != nil || ps.birth != o.birth || ps.dir != o.dir || ps.real != o.real {
+		return false
+	}
+	for _, r := range Roles {
+		if ps.cur[r] != o.cur[r] {
+			return false
+		}
+	}
+	return true
+}
+
+func buildWatch(targets []Target, stats []*pathStat) *watch {
+	w := &watch{byDir: make(map[string][]int), ids: make(map[fileid.ID][]idRef), roleBases: make(map[string]bool),
+		birth: make(map[fileid.ID]int64), index: make(map[string]int, len(targets)),
+		stats: make([]*pathStat, 0, len(targets))}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
 		i := len(w.targets)
@@ -91,38 +199,36 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 			w.index[t.Path] = i
 		}
 		w.base = append(w.base, filepath.Base(t.Path))
-		cur := make(map[Role]fileid.State, len(Roles))
-		var statErr error
-		for _, r := range Roles {
-			st, birth, err := lstatFile(t.RolePath(r))
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				statErr = errors.Join(statErr, err)
-			}
-			cur[r] = st
+		ps := stats[i]
+		w.stats = append(w.stats, ps)
+		for ri, r := range Roles {
+			st := ps.cur[r]
 			w.roleBases[filepath.Base(t.RolePath(r))] = true
 			// Only a regular file can be a store's file: a FIFO or a
 			// device node put at the path is nobody's generation.
 			if st.Exists && st.Mode.IsRegular() {
+				birth := ps.birth[ri]
 				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r), birth: birth})
 				if birth != 0 {
 					w.birth[st.ID] = birth
 				}
 			}
 		}
-		w.current = append(w.current, cur)
+		w.current = append(w.current, ps.cur)
 		dir := filepath.Dir(t.Path)
-		dst, err := statState(dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			statErr = errors.Join(statErr, err)
-		}
-		w.dir = append(w.dir, dst)
-		w.statErr = append(w.statErr, statErr)
+		w.dir = append(w.dir, ps.dir)
+		w.statErr = append(w.statErr, ps.err)
 		w.addDir(dir, i)
-		if r, ok := real.of(dir); ok && r != dir {
-			w.addDir(r, i)
+		if ps.real != "" && ps.real != dir {
+			w.addDir(ps.real, i)
 		}
-		w.addKernelDev(dir, dst)
+		w.addKernelDev(dir, ps.dir)
 	}
+	return w
+}
+
+// addKnown indexes the inodes of earlier generations the scan looks for.
+func (w *watch) addKnown(known []KnownFile) {
 	for _, k := range known {
 		i := w.storeIndex(k.Store)
 		if i < 0 || k.ID.IsZero() || !slices.Contains(Roles, k.Role) {
@@ -143,7 +249,6 @@ func newWatch(targets []Target, known []KnownFile) *watch {
 		}
 		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth, pinned: k.Pinned})
 	}
-	return w
 }
 
 // pastBirth returns the birth time an earlier generation's inode had,

@@ -75,7 +75,7 @@ type darwinScanner struct {
 }
 
 func newDarwinScanner(targets []Target, known map[int]Process, o Options) *darwinScanner {
-	w := newWatch(targets, o.Known)
+	w := watchFor(targets, o)
 	return &darwinScanner{
 		w: w, c: newCollector(w, o, os.Geteuid()), known: known, self: os.Getpid(),
 		fds: make([]byte, 256*procFDInfoSize), vnode: make([]byte, vnodeFDInfoWithPathSize),

@@ -76,7 +76,7 @@ func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error
 		return nil, err
 	}
 	defer unix.Close(proc)
-	e := newScanEnv(newWatch(targets, o.Known), proc, known, o)
+	e := newScanEnv(watchFor(targets, o), proc, known, o)
 	pids, err := listPids(proc, make([]byte, 32<<10))
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func scanPids(targets []Target, pids []int, known map[int]Process, o Options) (*
 		return nil, err
 	}
 	defer unix.Close(proc)
-	e := newScanEnv(newWatch(targets, o.Known), proc, known, o)
+	e := newScanEnv(newWatch(targets, o.Known, o.reuse), proc, known, o)
 	want := slices.Clone(pids)
 	for pid := range e.locks.byPid {
 		want = append(want, pid)

@@ -9,7 +9,7 @@ import (
 
 func unsupported(targets []Target, o Options) *Result {
 	start := time.Now()
-	w := newWatch(targets, o.Known)
+	w := watchFor(targets, o)
 	c := newCollector(w, o, -1)
 	c.addBlind(Blind{UID: -1, Scope: ScopeScan, Reason: "no holder scan on " + runtime.GOOS + ": processes cannot be inspected"}, nil)
 	res := c.result()

@@ -103,6 +103,9 @@ type Agent struct {
 	startPauses  map[string]*journal.GuardPause // the pauses in force, while Start starts workers
 	problems     []store.Problem
 	homes        []store.Home
+	// firstChecks: Start is discovering, and checks every store itself
+	// once the first full scan is done (firstCheckAll); under walkMu.
+	firstChecks bool
 	// watchesSet: the watcher was pointed at the stores and homes once;
 	// refreshStores re-points it only when they change.
 	watchesSet bool
@@ -115,6 +118,11 @@ type Agent struct {
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
+	// statAll: the next full scan reads every store's paths; audits
+	// counts the reconciles' scans (coverage.go).
+	statAll      atomic.Bool
+	discoverOwed atomic.Bool
+	audits       atomic.Int64
 
 	// live are the options a reload may change, swapped whole: every
 	// store's hot path reads them, so they take no lock.
@@ -260,7 +268,9 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 		}()
 	}
 	a.walkMu.Lock()
+	a.firstChecks = true // startAll leaves the checks to firstCheckAll
 	err = a.refreshStores()
+	a.firstChecks = false
 	a.walkMu.Unlock()
 	if err != nil {
 		return err
@@ -273,11 +283,36 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 		}
 	}
 	a.fullScan()
-	now := time.Now()
-	for _, w := range a.allWorkers() {
-		w.kick(now)
+	return a.firstCheckAll(ctx, a.allWorkers(), time.Now())
+}
+
+// firstCheckAll gives each worker its first check, after the first full
+// scan (so no check needs a scan of its own) and a few at a time: one
+// goroutine per store at once, each with the stack a check grows, was
+// most of a 10,000-store start's memory peak.
+func (a *Agent) firstCheckAll(ctx context.Context, ws []*worker, at time.Time) error {
+	next := make(chan *worker)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				// A worker retired meanwhile has nothing to check.
+				_ = w.do(ctx, func() { w.check(at) })
+			}
+		}()
 	}
-	return nil
+	var err error
+	for _, w := range ws {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	return err
 }
 
 // serve opens the control socket and the metrics endpoint.
@@ -314,7 +349,7 @@ func (a *Agent) allWorkers() []*worker {
 func (a *Agent) stopWorkers() {
 	ws := a.allWorkers()
 	for _, w := range ws {
-		w.eng.Stop()
+		w.stopEngine()
 	}
 	var wg sync.WaitGroup
 	for _, w := range ws {
@@ -351,7 +386,7 @@ func (a *Agent) Close(ctx context.Context) error {
 func (a *Agent) close(ctx context.Context) error {
 	a.log.Info("agent stopping", "event", EventAgentStopping)
 	for _, w := range a.allWorkers() {
-		w.eng.Stop() // the step in flight goes on; no other starts
+		w.stopEngine() // the step in flight goes on; no other starts
 	}
 	close(a.quit)
 	a.quitStop()

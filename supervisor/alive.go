@@ -45,6 +45,9 @@ func (t *aliveTick) answered() bool {
 // scan says unknown and the next reconcile tries again).
 func (a *Agent) Covered(ctx context.Context) error {
 	for _, w := range a.allWorkers() {
+		if w.seen.Load() != nil {
+			continue // checked already (Start checks every store)
+		}
 		err := w.do(ctx, func() {
 			// The kick Start queued and this request race in the
 			// worker's select; no generation yet means no check has
@@ -111,11 +114,18 @@ func (a *Agent) sendTicks(now time.Time) map[*worker]*aliveTick {
 		if t == nil || t.answered() {
 			t = &aliveTick{sent: now, done: make(chan struct{})}
 		}
+		if !t.queued && !w.running.Load() {
+			// No goroutine: the worker is idle, with nothing queued to
+			// wait behind; whatever comes next starts a fresh one.
+			close(t.done)
+			t.queued = true
+		}
 		if !t.queued {
 			done := t.done
 			select {
 			case w.reqC <- func() { close(done) }:
 				t.queued = true
+				w.wakeUp()
 			default: // queue full; the next probe tries again, timed from now
 			}
 		}

@@ -169,7 +169,7 @@ func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var relErr error
-	if err := wk.do(r.Context(), func() { relErr = wk.eng.Release(id, req.How) }); err != nil {
+	if err := wk.do(r.Context(), func() { relErr = wk.engine().Release(id, req.How) }); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}

@@ -160,7 +160,7 @@ func TestAttackProfilesSwappedDuringIncident(t *testing.T) {
 
 	wk := a.worker(alice.store())
 	var relErr error
-	if err := wk.do(context.Background(), func() { relErr = wk.eng.Release(inc.ID, incident.PolicyKill) }); err != nil || relErr != nil {
+	if err := wk.do(context.Background(), func() { relErr = wk.engine().Release(inc.ID, incident.PolicyKill) }); err != nil || relErr != nil {
 		t.Fatalf("release %s: %v %v", inc.ID, err, relErr)
 	}
 	waitExit(t, wa, 10*time.Second)

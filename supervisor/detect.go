@@ -150,6 +150,9 @@ func (w *worker) walCut(gen store.Generation) *store.WALCut {
 // freeze is undone.
 func (w *worker) scan(gen store.Generation, changed bool, frozen map[int]frozenProc) (*holders.StoreResult, bool) {
 	if changed {
+		// The check saw the change itself: its scan reads this store's
+		// paths whatever the event loop said (coverage.go).
+		w.statOwed.Store(true)
 		if res := w.a.fullScan(); res != nil {
 			if sr := res.Store(w.st.Path); sr != nil {
 				return sr, true
@@ -194,7 +197,7 @@ func (w *worker) scan(gen store.Generation, changed bool, frozen map[int]frozenP
 // its path in gen that no incident of the store owns.
 func (w *worker) unhandledOrphan(sr *holders.StoreResult, gen store.Generation) bool {
 	for i := range sr.Holders {
-		if p := &sr.Holders[i]; holdsStale(p, gen) && !w.eng.Owns(p.Ref()) {
+		if p := &sr.Holders[i]; holdsStale(p, gen) && !w.owns(p.Ref()) {
 			return true
 		}
 	}
@@ -211,15 +214,19 @@ func (w *worker) unhandledOrphan(sr *holders.StoreResult, gen store.Generation) 
 // with a holder.thawed event saying why.
 func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []holders.Process {
 	var orphans []holders.Process
-	now := w.readGeneration()
-	closer := closingPid(w.st, now)
-	for _, p := range orphansNow(sr.Orphans(), now) {
-		if !w.eng.Owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) {
-			orphans = append(orphans, p)
+	if cand := sr.Orphans(); len(cand) > 0 {
+		// Read only when there is an orphan to judge: most checks have
+		// none, and these are an lstat per file and an open.
+		now := w.readGeneration()
+		closer := closingPid(w.st, now)
+		for _, p := range orphansNow(cand, now) {
+			if !w.owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) {
+				orphans = append(orphans, p)
+			}
 		}
 	}
 	for pid, f := range frozen {
-		if w.eng.Owns(f.ref) {
+		if w.owns(f.ref) {
 			delete(frozen, pid) // an incident froze it too, and releases it
 			continue
 		}
@@ -354,7 +361,7 @@ func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, poli
 	for pid, f := range frozen {
 		at2[pid] = f.at
 	}
-	w.eng.Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
+	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
 		Old: old, New: generationRecord(gen), Cut: cut})
 }
 

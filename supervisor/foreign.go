@@ -35,6 +35,6 @@ func (w *worker) checkForeignSidecars(ch store.Change, old, gen store.Generation
 	if gen.SHM.Exists {
 		want["-shm"] = gen.SHM.ID
 	}
-	w.eng.Open(incident.Opening{Kind: journal.KindMispaired, Policy: incident.PolicyObserve, At: at,
+	w.engine().Open(incident.Opening{Kind: journal.KindMispaired, Policy: incident.PolicyObserve, At: at,
 		Old: generationRecord(old), New: generationRecord(gen), Quarantine: want})
 }

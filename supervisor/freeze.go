@@ -26,7 +26,7 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 	closer := -1 // not asked yet
 	for i := range known.Holders {
 		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
@@ -143,7 +143,7 @@ func (w *worker) takeEarly(frozen map[int]frozenProc) {
 	defer w.earlyMu.Unlock()
 	for pid, f := range w.early {
 		delete(w.early, pid)
-		if _, have := frozen[pid]; have || w.eng.Owns(f.ref) {
+		if _, have := frozen[pid]; have || w.owns(f.ref) {
 			continue
 		}
 		frozen[pid] = f

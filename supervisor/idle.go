@@ -139,7 +139,7 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 			pins = append(pins, p)
 		}
 	}
-	w.eng.Open(incident.Opening{Kind: journal.KindSidecarLost, Policy: incident.PolicyObserve, At: at,
+	w.engine().Open(incident.Opening{Kind: journal.KindSidecarLost, Policy: incident.PolicyObserve, At: at,
 		Old: generationRecord(old), New: generationRecord(gen), Pins: pins})
 }
 

@@ -353,7 +353,7 @@ func (w *worker) freezeWriters(known []holders.Process, writer int) map[int]froz
 	}
 	for i := range known {
 		p := &known[i]
-		if p.Pid == writer || !p.MayWrite() || w.eng.Owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if p.Pid == writer || !p.MayWrite() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
@@ -417,7 +417,7 @@ func (w *worker) openRewrites(held map[int]frozenProc) {
 	seen := w.rws.pending
 	w.rws.pending = nil
 	handled := false
-	if len(seen) == 0 && !w.eng.Busy() {
+	if len(seen) == 0 && !w.busy() {
 		handled = len(w.rws.active) > 0
 		w.rws.active, w.rws.stopped, w.rws.held = nil, nil, nil
 	}
@@ -462,7 +462,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	for i := range sr.Holders {
 		p := &sr.Holders[i]
 		switch {
-		case p.Pid == rs.writer.Pid || w.eng.Owns(p.Ref()):
+		case p.Pid == rs.writer.Pid || w.owns(p.Ref()):
 			continue
 		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
 			bystanders = append(bystanders, p.Ref())
@@ -496,6 +496,6 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	if rs.writer.Pid > 0 {
 		rewriter = &rs.writer // unprivileged detection names none
 	}
-	w.eng.Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
+	w.engine().Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
 		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders})
 }

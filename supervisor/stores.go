@@ -33,7 +33,11 @@ func (a *Agent) addWorker(s store.Store) *worker {
 	w.resumes = a.resumes[s.Key()]
 	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
-	go w.run()
+	if len(w.resumes) > 0 {
+		// An unfinished incident goes on at once; any other store's
+		// goroutine waits for its first kick or request.
+		w.wakeUp()
+	}
 	return w
 }
 
@@ -104,7 +108,9 @@ func (a *Agent) refreshStores() error {
 func (a *Agent) startAll(ss []store.Store) {
 	now := time.Now()
 	for _, s := range ss {
-		a.addWorker(s).kick(now)
+		if w := a.addWorker(s); !a.firstChecks {
+			w.kick(now)
+		}
 		if len(ss) <= discoveredEach {
 			a.log.Info("store discovered", "event", EventStoreDiscovered, "store", s.Path, "profile", s.Profile, "home", s.Home, "kind", s.Kind.String())
 		}
@@ -151,38 +157,37 @@ func (a *Agent) setWatches() error {
 	return nil
 }
 
-// targets lists every store the agent scans for.
-func (a *Agent) targets() []holders.Target {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ts := make([]holders.Target, 0, len(a.workers))
-	for _, w := range a.workers {
-		ts = append(ts, w.target)
-	}
-	return ts
-}
-
 // fullScan re-scans every process for every store and refreshes the
 // holder cache; a scan that cannot see everything is logged.
-func (a *Agent) fullScan() *holders.Result {
+func (a *Agent) fullScan() *holders.Result { return a.scanStores(false) }
+
+// scanStores is a full scan. What is at a store's paths is read again
+// only when no event vouches for it (coverage.go); audit adds the stores
+// whose turn it is to be read anyway (the reconcile walker's scans).
+func (a *Agent) scanStores(audit bool) *holders.Result {
 	a.scanMu.Lock()
 	defer a.scanMu.Unlock()
-	res, err := a.cache.Scan(a.targets())
+	targets, unchanged := a.coverage(audit)
+	res, err := a.cache.ScanReusing(targets, func(p string) bool { return unchanged[p] })
 	if err != nil {
+		a.owedAll() // nothing was read: every store is read next time
 		a.log.Error("holder scan failed", "event", EventScanUnknown, "err", err)
 		return nil
 	}
+	a.work.stated.Add(int64(res.Stated))
 	a.opts.Metrics.ObserveScan(res.Took)
 	var unknown []*holders.StoreResult
 	for i := range res.Stores {
 		sr := &res.Stores[i]
-		counts := map[HolderKey]int{}
-		for _, p := range sr.Holders {
-			for _, f := range p.Files {
-				counts[HolderKey{Role: string(f.Role), Orphan: !f.Current}]++
+		if a.opts.Metrics != nil {
+			counts := map[HolderKey]int{}
+			for _, p := range sr.Holders {
+				for _, f := range p.Files {
+					counts[HolderKey{Role: string(f.Role), Orphan: !f.Current}]++
+				}
 			}
+			a.opts.Metrics.SetHolders(sr.Target.Path, counts)
 		}
-		a.opts.Metrics.SetHolders(sr.Target.Path, counts)
 		// Said once when a store's scan becomes unknown, not every
 		// reconcile: the condition (hidepid, a process we may not
 		// inspect) is usually permanent until an operator acts.
@@ -233,6 +238,7 @@ func (a *Agent) eventLoop() {
 			switch ev.Kind {
 			case watcher.StoreChanged:
 				if w := a.worker(ev.Key); w != nil {
+					w.statOwed.Store(true) // before the kick: its scan reads the paths
 					w.kick(ev.At)
 				} else {
 					a.activate(ev.Key, ev.At)
@@ -246,6 +252,11 @@ func (a *Agent) eventLoop() {
 				default:
 				}
 			case watcher.Reconcile:
+				if ev.Reason != watcher.ReasonTick {
+					// Events may have been lost (overflow, an error, the
+					// buffer full) or an operator asked: read every store.
+					a.owedAll()
+				}
 				// A full scan takes milliseconds to tens of them;
 				// it must never delay the next store event.
 				select {

@@ -66,13 +66,15 @@ func (a *Agent) reconcile() {
 	a.walkMu.Lock()
 	defer a.walkMu.Unlock()
 	t0 := time.Now()
-	if err := a.refreshStores(); err != nil {
-		a.log.Error("rediscovery failed", "err", err)
+	if a.discoveryDue() {
+		if err := a.refreshStores(); err != nil {
+			a.log.Error("rediscovery failed", "err", err)
+		}
 	}
 	// A pending store in a directory that could not be watched has sent
 	// no event: its lstat here is what starts it.
 	a.startAll(a.activatePresent(a.pendingStores()))
-	res := a.fullScan()
+	res := a.scanStores(true)
 	now := time.Now()
 	a.opts.Metrics.Reconciled(now)
 	due := a.reconcileDue(res)

@@ -23,14 +23,16 @@ func (m *countedMutex) Lock() {
 // the number of stores; read by tests only.
 type workCounters struct {
 	guardReads atomic.Int64 // guardState calls (a guard's status read)
+	stated     atomic.Int64 // stores whose paths the full scans read (coverage.go)
 }
 
 // workCount is a snapshot of the counters.
 type workCount struct {
 	AgentLocks int64 // acquisitions of the Agent's lock
 	GuardReads int64
+	Stated     int64
 }
 
 func (a *Agent) workCount() workCount {
-	return workCount{AgentLocks: a.mu.n.Load(), GuardReads: a.work.guardReads.Load()}
+	return workCount{AgentLocks: a.mu.n.Load(), GuardReads: a.work.guardReads.Load(), Stated: a.work.stated.Load()}
 }

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,22 +15,40 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-// worker is the one goroutine that acts on one store: every check, every
-// protocol step and every close of a pinned fd happens here, so the
-// store's steps are serialized (docs/design.md §3: one worker per store, serialized). The
-// incidents themselves are its engine's; the worker detects, freezes,
-// guards and wakes the engine.
+// worker is the one serialized context that acts on one store: every
+// check, every protocol step and every close of a pinned fd happens on
+// its goroutine, so the store's steps are serialized (docs/design.md §3:
+// one worker per store, serialized). The goroutine exists only while the
+// worker has something to do: a kick, a request, a deadline of its own;
+// an idle store costs no goroutine (and no stack) until an event, the
+// reconcile walker or a timer starts one again, and at most one runs at
+// a time (running). The incidents themselves are its engine's; the worker
+// detects, freezes, guards and wakes the engine.
 type worker struct {
 	a      *Agent
 	st     store.Store
 	target holders.Target
-	log    *slog.Logger
-	eng    *incident.Engine
+	log    lazyLogger
+	// eng is the store's incident engine, made on the worker goroutine
+	// when the store first has an incident (engine): an idle store has
+	// none. Other goroutines read it (busy, liveIDs, Stop).
+	eng      atomic.Pointer[incident.Engine]
+	stopping atomic.Bool // Stop came before there was an engine to tell
 
 	kickC chan time.Time // cap 1: kicks coalesce, keeping the earliest time
 	reqC  chan func()    // operator requests run on the worker
+	tickC chan time.Time // cap 1: the worker's own deadline came (timer)
 	stop  chan struct{}
 	done  chan struct{}
+
+	// running is set while a goroutine runs the worker's loop; whoever
+	// sets it starts that goroutine (wakeUp), so there is never more
+	// than one.
+	running atomic.Bool
+	// The rest belong to the worker goroutine.
+	started  bool        // the first run's housekeeping is done
+	timer    *time.Timer // the next deadline (wake), made on first use
+	armedFor time.Time   // what timer is set for; zero: not set
 
 	gen     store.Generation
 	haveGen bool
@@ -59,16 +76,33 @@ type worker struct {
 	earlyMu     sync.Mutex
 	early       map[int]frozenProc
 	earlyClosed bool // the worker stopped: nobody would confirm a freeze
+	// statOwed: the next full scan must read what is at the store's
+	// paths (an event came, or it was never read); auditSlot is its turn
+	// to be read anyway (coverage.go).
+	statOwed  atomic.Bool
+	auditSlot int64
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
 	w := &worker{
 		a: a, st: s, target: holders.Target{Path: s.Path},
-		log:   a.opts.Logger.With("subsystem", "supervisor", "store", s.Path, "profile", s.Profile),
-		kickC: make(chan time.Time, 1), reqC: make(chan func(), 8),
+		kickC: make(chan time.Time, 1), reqC: make(chan func(), 8), tickC: make(chan time.Time, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	w.eng = incident.New(a.ctx, s, incident.Deps{
+	w.log.base, w.log.store, w.log.profile = a.opts.Logger, s.Path, s.Profile
+	w.statOwed.Store(true)
+	w.auditSlot = auditSlot(s.Path)
+	return w
+}
+
+// engine is the store's incident engine, made on first use. Only the
+// worker goroutine calls it.
+func (w *worker) engine() *incident.Engine {
+	if e := w.eng.Load(); e != nil {
+		return e
+	}
+	a, s := w.a, w.st
+	e := incident.New(a.ctx, s, incident.Deps{
 		Journal: a.journal,
 		Procs:   incident.Host{},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
@@ -82,7 +116,40 @@ func newWorker(a *Agent, s store.Store) *worker {
 		Log:   a.opts.Logger,
 		Hooks: a.opts.Hooks,
 	})
-	return w
+	w.eng.Store(e)
+	if w.stopping.Load() {
+		e.Stop()
+	}
+	return e
+}
+
+// owns reports whether an unfinished incident of the store handles ref.
+func (w *worker) owns(ref holders.ProcRef) bool {
+	e := w.eng.Load()
+	return e != nil && e.Owns(ref)
+}
+
+// advance lets the store's incidents take their next steps.
+func (w *worker) advance() {
+	if e := w.eng.Load(); e != nil {
+		e.Advance()
+	}
+}
+
+// stopEngine makes the store's incidents start no further step; safe
+// from any goroutine.
+func (w *worker) stopEngine() {
+	w.stopping.Store(true)
+	if e := w.eng.Load(); e != nil {
+		e.Stop()
+	}
+}
+
+// wakeUp starts the worker's goroutine unless one runs.
+func (w *worker) wakeUp() {
+	if w.running.CompareAndSwap(false, true) {
+		go w.run()
+	}
 }
 
 // kick asks the worker to check its store; at is when the change was
@@ -95,11 +162,13 @@ func (w *worker) kick(at time.Time) {
 	case w.kickC <- at:
 	default:
 	}
+	w.wakeUp()
 }
 
 // do runs f on the worker goroutine and waits for it.
 func (w *worker) do(ctx context.Context, f func()) error {
 	done := make(chan struct{})
+	w.wakeUp()
 	select {
 	case w.reqC <- func() { f(); close(done) }:
 	case <-ctx.Done():
@@ -107,6 +176,8 @@ func (w *worker) do(ctx context.Context, f func()) error {
 	case <-w.done:
 		return errors.New("store worker stopped")
 	}
+	// The goroutine may have gone idle between the wake and the send.
+	w.wakeUp()
 	select {
 	case <-done:
 		return nil
@@ -118,77 +189,140 @@ func (w *worker) do(ctx context.Context, f func()) error {
 // stopAndWait lets the step in flight finish (and be journaled), starts
 // no other, and waits for the worker to close its pins and guard.
 func (w *worker) stopAndWait() {
-	w.eng.Stop()
+	w.stopEngine()
 	select {
 	case <-w.stop:
 	default:
 		close(w.stop)
 	}
+	w.wakeUp() // an idle worker has no goroutine to see the stop
 	<-w.done
 }
 
 // busy reports whether the worker has an unfinished incident.
-func (w *worker) busy() bool { return w.eng.Busy() }
+func (w *worker) busy() bool {
+	e := w.eng.Load()
+	return e != nil && e.Busy()
+}
 
 // liveIDs lists the worker's unfinished incidents.
-func (w *worker) liveIDs() []string { return w.eng.IDs() }
+func (w *worker) liveIDs() []string {
+	if e := w.eng.Load(); e != nil {
+		return e.IDs()
+	}
+	return nil
+}
 
+// run is one stretch of the worker's goroutine: it works until nothing is
+// left to do and then ends (idle), or until the worker stops (for good:
+// pins, guard and watch closed, done closed).
 func (w *worker) run() {
-	defer close(w.done)
-	defer w.closeEarly()
-	// A capture staged by an agent that died mid-capture is finished by
-	// the incident's resume or is garbage; CleanPartials keeps any that
-	// still holds quarantined originals.
-	if removed, err := recovery.CleanPartials(w.st.Path, w.log); err == nil && len(removed) > 0 {
-		w.log.Info("stale partial captures removed", "dirs", removed)
+	if !w.started {
+		w.started = true
+		w.firstRun()
 	}
-	// Pins are the only thing keeping an orphan alive; they close with
-	// the worker, after the journal knows where each incident stands.
-	defer w.eng.Close()
-	defer w.guardClose()
-	defer w.unwatchMain()
-	for _, inc := range w.resumes {
-		w.eng.Resume(inc)
-	}
-	w.resumes = nil
-	w.eng.Advance()
-	// No ticker: an idle store costs nothing until an event, a reconcile
-	// or its own next deadline (wake) says otherwise.
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var armedFor time.Time
 	for {
 		// An earlier deadline already armed stands, so a stream of
 		// kicks cannot keep pushing an open incident's tick away; a
 		// deadline that went away only costs one spurious wake.
-		if next := w.wake(time.Now()); !next.IsZero() && (armedFor.IsZero() || next.Before(armedFor)) {
-			timer.Stop()
-			armedFor = next
-			timer.Reset(max(time.Until(next), 0))
+		if next := w.wake(time.Now()); !next.IsZero() && (w.armedFor.IsZero() || next.Before(w.armedFor)) {
+			w.armedFor = next
+			w.setTimer(max(time.Until(next), 0))
 		}
 		select {
 		case <-w.stop:
+			w.finish()
 			return
 		case <-w.a.ctx.Done():
+			w.finish()
 			return
 		case at := <-w.kickC:
 			w.check(at)
-			w.eng.Advance()
+			w.advance()
 		case f := <-w.reqC:
 			f()
-			w.eng.Advance()
-		case now := <-timer.C:
-			armedFor = time.Time{}
+			w.advance()
+		case now := <-w.tickC:
+			w.armedFor = time.Time{}
 			// Deadlines (terminate grace, retries after no space) are
 			// checked once a second while an incident is open.
-			if w.busy() {
-				w.eng.Advance()
-			}
+			w.advance()
 			w.checkStall(now)
 			w.guardTick(now)
+		default:
+			if w.idle() {
+				return
+			}
 		}
 	}
+}
+
+// idle ends the goroutine's stretch when nothing is queued: it reports
+// true when the goroutine should return. Whoever queues something after
+// running is cleared starts a new goroutine; something queued before is
+// seen here, and this goroutine carries on unless a new one already won.
+func (w *worker) idle() bool {
+	w.running.Store(false)
+	if len(w.kickC) == 0 && len(w.reqC) == 0 && len(w.tickC) == 0 && !w.stopped() && w.a.ctx.Err() == nil {
+		return true
+	}
+	return !w.running.CompareAndSwap(false, true)
+}
+
+func (w *worker) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// setTimer arms the worker's one timer: when it fires, a tick is queued
+// and the goroutine started if it was idle.
+func (w *worker) setTimer(d time.Duration) {
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, func() {
+			select {
+			case w.tickC <- time.Now():
+			default:
+			}
+			w.wakeUp()
+		})
+		return
+	}
+	w.timer.Reset(d)
+}
+
+// firstRun is the worker's housekeeping before its first check.
+func (w *worker) firstRun() {
+	// A capture staged by an agent that died mid-capture is finished by
+	// the incident's resume or is garbage; CleanPartials keeps any that
+	// still holds quarantined originals.
+	if removed, err := recovery.CleanPartials(w.st.Path, w.a.opts.Logger); err == nil && len(removed) > 0 {
+		w.log.Info("stale partial captures removed", "dirs", removed)
+	}
+	for _, inc := range w.resumes {
+		w.engine().Resume(inc)
+	}
+	w.resumes = nil
+	w.advance()
+}
+
+// finish is the worker's end: pins are the only thing keeping an orphan
+// alive, so they close last, after the journal knows where each incident
+// stands, and after the guard and the main's watch.
+func (w *worker) finish() {
+	defer close(w.done)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.unwatchMain()
+	w.guardClose()
+	if e := w.eng.Load(); e != nil {
+		e.Close()
+	}
+	w.closeEarly()
 }
 
 // wakeBusy is how often a store with an unfinished incident, or a guard

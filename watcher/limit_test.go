@@ -42,7 +42,7 @@ func TestWatchLimitReportedOnce(t *testing.T) {
 	}
 	w.add = real
 	w.mu.Lock()
-	w.refreshAllLocked()
+	w.refreshAllLocked(true)
 	w.mu.Unlock()
 	recs = logs.Records(t, EventWatchLimit)
 	if len(recs) != 2 || recs[1]["unwatched"] != float64(0) {

@@ -189,7 +189,20 @@ func (l *loop) reconcile(reason string, err error) {
 			delete(l.windows, k)
 		}
 	}
-	for _, e := range l.w.refreshAll() {
+	changes, errs := l.w.refreshAll(reason != ReasonTick)
+	// A watch re-armed or lost here had no event of its own: its stores'
+	// consumers are told, as when a directory comes or goes.
+	r := l.w.routes.Load()
+	for _, c := range changes {
+		if rt := r.paths[c.path]; rt != nil {
+			op := Dir | Remove
+			if c.watched {
+				op = Dir | Create
+			}
+			l.notifyRoute(rt, filepath.Base(c.path), op, now)
+		}
+	}
+	for _, e := range errs {
 		l.notify(Event{Kind: WatchError, Path: e.path, Err: e.err, At: now, Count: 1})
 	}
 	l.notify(Event{Kind: Reconcile, Reason: reason, Err: err, At: now, Count: 1})

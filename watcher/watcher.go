@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,7 @@ type Watcher struct {
 	limited int  // directories not watched for the watch limit, as last reported
 	over    bool // the last Set needed more watches than the limit
 	closed  bool
+	ticks   int // reconciles' refreshes done, for their turns (refreshAll)
 }
 
 // EventWatchLimit: the kernel's watch limit left store directories
@@ -189,6 +191,30 @@ func (w *Watcher) Set(targets []Target, homes []Home) error {
 		errs = append(errs, fmt.Errorf("and %d more directories not watched", failed-maxSetErrors))
 	}
 	return errors.Join(errs...)
+}
+
+// Watched reports whether dir, one of the targets' directories, has its
+// watch in place now: a change in it is an event. False without
+// fsnotify (DisableNotify) and for a directory not watched (missing, out
+// of watches, an error), whose changes only a reconcile sees.
+func (w *Watcher) Watched(dir string) bool {
+	if w.fsw == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.dirs[dir]
+	return st != nil && st.watched && !w.closed
+}
+
+// HomeWatched reports whether a home's root and its profiles/ directory
+// are both watched now, so a profile appearing or going is an event.
+func (w *Watcher) HomeWatched(root string) bool {
+	root, err := absDir(root)
+	if err != nil {
+		return false
+	}
+	return w.Watched(root) && w.Watched(filepath.Join(root, profilesDir))
 }
 
 // Reconcile asks for an immediate Reconcile event (ReasonRequested); the

@@ -1,0 +1,116 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/hermestest"
+)
+
+// An idle store costs no goroutine: once every store has had its first
+// check, no worker has one running, and an agent on eight times as many
+// stores runs (nearly) the same number of goroutines. A kick starts one,
+// which ends once the check is done. Counted, not timed.
+func TestIdleStoresHaveNoGoroutine(t *testing.T) {
+	counts := map[int]int{}
+	for _, n := range []int{20, 160} {
+		home := scaleHome(t, n)
+		a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour })
+		firstChecksDone(t, a, n+1)
+		hermestest.Eventually(t, "every worker idle", 30*time.Second, func() bool { return runningWorkers(a) == 0 })
+		counts[n] = runtime.NumGoroutine()
+		w := a.allWorkers()[0]
+		before := w.seen.Load()
+		w.kick(time.Now())
+		hermestest.Eventually(t, "the kicked worker to check and go idle", 30*time.Second, func() bool {
+			return !w.running.Load() && len(w.kickC) == 0
+		})
+		if w.seen.Load() == before {
+			t.Errorf("n=%d: the kick ran no check", n)
+		}
+		t.Logf("n=%d: %d goroutines", n, counts[n])
+	}
+	if d := counts[160] - counts[20]; d > 20 {
+		t.Errorf("140 more idle stores cost %d more goroutines (want none but noise)", d)
+	}
+}
+
+func runningWorkers(a *Agent) int {
+	n := 0
+	for _, w := range a.allWorkers() {
+		if w.running.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// A reconcile reads again only the stores no event covers: with every
+// directory watched and nothing happening, each reconcile reads the
+// stores whose audit turn it is, so auditEvery reconciles read each store
+// exactly once; a changed store is read by the check its event starts;
+// after events may have been lost (owedAll) the next reconcile reads all
+// of them. Counted (the scans' Stated), not timed.
+func TestReconcileReadsOnlyUncoveredStores(t *testing.T) {
+	const n = 45
+	home := scaleHome(t, n)
+	a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour })
+	firstChecksDone(t, a, n+1)
+	stores := int64(n + 1)
+	stated := func() int64 { return a.workCount().Stated }
+
+	base := stated()
+	for range auditEvery {
+		a.reconcile()
+	}
+	if got := stated() - base; got != stores {
+		t.Errorf("%d quiet reconciles read %d stores' paths; want each of the %d exactly once", auditEvery, got, stores)
+	}
+
+	// A change at one store's paths: its event makes the check's scan
+	// read it, and what the cache holds for it is the new file.
+	db := filepath.Join(home, "profiles", "p00007", "state.db")
+	w := a.worker(db)
+	if w == nil {
+		t.Fatalf("no worker for %s", db)
+	}
+	hermestest.RenameFreshOver(t, db)
+	fi, err := os.Lstat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := fileid.Of(fi).ID
+	hermestest.Eventually(t, "the worker to see the new main", 30*time.Second, func() bool {
+		f := w.seen.Load()
+		return f != nil && f.Main == fresh
+	})
+	hermestest.Eventually(t, "the holder cache to hold the new main", 30*time.Second, func() bool {
+		sr, ok := a.cache.Known(w.target)
+		return ok && sr.Current[holders.RoleMain].ID == fresh
+	})
+
+	a.owedAll()
+	base = stated()
+	a.reconcile()
+	if got := stated() - base; got != stores {
+		t.Errorf("after events may have been lost, a reconcile read %d stores; want all %d", got, stores)
+	}
+}
+
+// Without fsnotify nothing is covered: every scan reads every store.
+func TestReconcileReadsEveryStoreWithoutNotify(t *testing.T) {
+	const n = 9
+	home := scaleHome(t, n)
+	a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour; o.DisableNotify = true })
+	firstChecksDone(t, a, n+1)
+	base := a.workCount().Stated
+	a.reconcile()
+	if got := a.workCount().Stated - base; got != n+1 {
+		t.Errorf("a reconcile without fsnotify read %d stores; want all %d", got, n+1)
+	}
+}
