@@ -39,7 +39,7 @@ type Cache struct {
 	// replacing one store's result costs its own holders, not a walk of
 	// every store: a full scan of N stores stays linear in N.
 	refs  map[int]int
-	known map[string]map[fileid.ID]knownFile
+	known map[string]knownSet
 	// stats are the last reads of each store's paths (ScanReusing);
 	// lastWatch the last full scan's index, for the next to reuse.
 	stats     map[string]*pathStat
@@ -100,8 +100,9 @@ func (c *Cache) ForgetFiles(files ...KnownFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		m := c.known[filepath.Clean(f.Store)]
-		k, ok := m[f.ID]
+		store := filepath.Clean(f.Store)
+		m := c.known[store]
+		k, ok := m.get(f.ID)
 		if !ok {
 			continue
 		}
@@ -112,10 +113,10 @@ func (c *Cache) ForgetFiles(files ...KnownFile) {
 			k.pins--
 		}
 		if k.explicit == 0 && !k.held {
-			delete(m, f.ID)
+			c.known[store] = m.without(f.ID)
 			continue
 		}
-		m[f.ID] = k
+		m.put(k)
 	}
 }
 
@@ -350,7 +351,7 @@ func quietSame(old, s *StoreResult) bool {
 		old.Verdict != s.Verdict || old.Rule != s.Rule || old.RuleNote != s.RuleNote || !old.full ||
 		old.Uninspected.Count != s.Uninspected.Count || old.Uninspected.Summary != s.Uninspected.Summary ||
 		!slices.Equal(old.Uninspected.UIDs, s.Uninspected.UIDs) || !slices.Equal(old.Uninspected.Pids, s.Uninspected.Pids) ||
-		!maps.Equal(old.births, s.births) {
+		old.births != s.births {
 		return false
 	}
 	for _, r := range Roles {
@@ -395,20 +396,21 @@ func (c *Cache) learnGeneration(s StoreResult, full bool) {
 		}
 	}
 	current := map[fileid.ID]bool{}
-	for _, r := range Roles {
+	for ri, r := range Roles {
 		if st := s.Current[r]; st.Exists && st.Mode.IsRegular() {
 			current[st.ID] = true
-			c.learn(s.Target.Path, KnownFile{Role: r, ID: st.ID, Path: s.Target.RolePath(r), Birth: s.births[st.ID]}, held[st.ID], false)
+			c.learn(s.Target.Path, KnownFile{Role: r, ID: st.ID, Path: s.Target.RolePath(r), Birth: s.births[ri]}, held[st.ID], false)
 		}
 	}
 	if !full {
 		return
 	}
-	m := c.known[s.Target.Path]
-	maps.DeleteFunc(m, func(id fileid.ID, k knownFile) bool { return k.explicit == 0 && !current[id] && !held[id] })
-	for id, k := range m {
-		k.held = held[id]
-		m[id] = k
+	m := slices.DeleteFunc(c.known[s.Target.Path], func(k knownFile) bool { return k.explicit == 0 && !current[k.ID] && !held[k.ID] })
+	for i := range m {
+		m[i].held = held[m[i].ID]
+	}
+	if len(m) > 0 || c.known[s.Target.Path] != nil {
+		c.known[s.Target.Path] = m
 	}
 }
 
@@ -418,15 +420,11 @@ func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 		return
 	}
 	if c.known == nil {
-		c.known = make(map[string]map[fileid.ID]knownFile)
+		c.known = make(map[string]knownSet)
 	}
 	m := c.known[store]
-	if m == nil {
-		m = make(map[fileid.ID]knownFile)
-		c.known[store] = m
-	}
 	f.Store = store
-	k, ok := m[f.ID]
+	k, ok := m.get(f.ID)
 	if ok {
 		if f.Path == "" {
 			f.Path = k.Path
@@ -443,5 +441,35 @@ func (c *Cache) learn(store string, f KnownFile, held, explicit bool) {
 		}
 	}
 	f.Pinned = false // pins says whether it is pinned now
-	m[f.ID] = knownFile{KnownFile: f, held: held || k.held, explicit: n, pins: pins}
+	if !m.put(knownFile{KnownFile: f, held: held || k.held, explicit: n, pins: pins}) {
+		c.known[store] = append(m, knownFile{KnownFile: f, held: held || k.held, explicit: n, pins: pins})
+	}
+}
+
+// knownSet is one store's remembered inodes: a handful (its current
+// files, an orphan's), so a slice, not a map per store.
+type knownSet []knownFile
+
+func (m knownSet) get(id fileid.ID) (knownFile, bool) {
+	for _, k := range m {
+		if k.ID == id {
+			return k, true
+		}
+	}
+	return knownFile{}, false
+}
+
+// put replaces the entry for k's inode, and reports whether there was one.
+func (m knownSet) put(k knownFile) bool {
+	for i := range m {
+		if m[i].ID == k.ID {
+			m[i] = k
+			return true
+		}
+	}
+	return false
+}
+
+func (m knownSet) without(id fileid.ID) knownSet {
+	return slices.DeleteFunc(m, func(k knownFile) bool { return k.ID == id })
 }

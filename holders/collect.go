@@ -112,12 +112,9 @@ func (c *collector) result() *Result {
 	for i, t := range c.w.targets {
 		res.index[t.Path] = i
 		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
-		for _, r := range Roles {
-			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists {
-				if s.births == nil {
-					s.births = make(map[fileid.ID]int64, len(Roles))
-				}
-				s.births[s.Current[r].ID] = b
+		for ri, r := range Roles {
+			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists && ri < len(s.births) {
+				s.births[ri] = b
 			}
 		}
 		sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })

@@ -347,8 +347,8 @@ type StoreResult struct {
 	RuleNote string  `json:"rule_note,omitempty"`
 	Verdict  Verdict `json:"verdict"`
 
-	births map[fileid.ID]int64 // of the current files, for the Cache
-	full   bool                // kept by the Cache from a full scan
+	births [3]int64 // of the current files by index in Roles, for the Cache
+	full   bool     // kept by the Cache from a full scan
 }
 
 // Orphans returns the holders that hold an inode no longer at its path.
