@@ -101,6 +101,7 @@ func TestAttackReadOnlyHoldersNeverSignalled(t *testing.T) {
 	db := ownedStore(t, r, alice)
 	p := r.start(t)
 	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+	p.waitLog(t, 30*time.Second, `"event":"agent.started"`) // the store had its first check
 
 	rootReader := hermestest.ReadOnlyHolder(t, nil, db)
 	bobReader := hermestest.ReadOnlyHolder(t, &syscall.SysProcAttr{Credential: bob}, db)
@@ -250,6 +251,7 @@ func TestAttackSparseFilesBoundedDisk(t *testing.T) {
 	}
 	p := r.start(t)
 	p.waitLog(t, 30*time.Second, `"event":"store.discovered"`, db)
+	p.waitLog(t, 30*time.Second, `"event":"agent.started"`) // the store had its first check
 	hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 50, Credential: alice, Ack: filepath.Join(ackDir, "ack")})
 	p.waitLog(t, 30*time.Second, `"event":"guard.armed"`, db)
 	before := diskBlocks(t, r.home)
