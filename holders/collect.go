@@ -107,17 +107,28 @@ func (c *collector) scope(b Blind) BlindScope {
 }
 
 func (c *collector) result() *Result {
-	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), index: make(map[string]int, len(c.w.targets)),
-		stats: c.w.stats, Stated: c.w.stated, w: c.w}
+	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), stats: c.w.stats, Stated: c.w.stated, w: c.w}
+	// The watch's index says the same when no path is there twice, and
+	// it is never written after the build: shared (no map per scan).
+	shared := len(c.w.index) == len(c.w.targets)
+	if shared {
+		res.index = c.w.index
+	} else {
+		res.index = make(map[string]int, len(c.w.targets))
+	}
 	for i, t := range c.w.targets {
-		res.index[t.Path] = i
+		if !shared {
+			res.index[t.Path] = i
+		}
 		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
 		for ri, r := range Roles {
 			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists && ri < len(s.births) {
 				s.births[ri] = b
 			}
 		}
-		sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })
+		if len(s.Holders) > 1 {
+			sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })
+		}
 		if err := c.w.statErr[i]; err != nil {
 			s.Blind = append(s.Blind, Blind{UID: -1, Scope: ScopeScan,
 				Reason: fmt.Sprintf("cannot stat the store's files (%v): holders cannot be told current from orphan", err)})

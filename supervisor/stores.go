@@ -192,7 +192,9 @@ func (a *Agent) scanStores(audit bool) *holders.Result {
 		// reconcile: the condition (hidepid, a process we may not
 		// inspect) is usually permanent until an operator acts.
 		was, seen := a.verdicts[sr.Target.Path]
-		a.verdicts[sr.Target.Path] = sr.Verdict
+		if !seen || was != sr.Verdict {
+			a.verdicts[sr.Target.Path] = sr.Verdict
+		}
 		if sr.Verdict == holders.VerdictUnknown && (!seen || was != holders.VerdictUnknown) {
 			unknown = append(unknown, sr)
 		}

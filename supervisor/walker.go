@@ -87,32 +87,27 @@ func (a *Agent) reconcile() {
 // reconcileDue lists the workers the scan res says need a check. With no
 // scan (it failed) that is every worker.
 func (a *Agent) reconcileDue(res *holders.Result) []*worker {
-	if a.walk.held == nil {
-		a.walk.held = map[string]bool{}
-	}
 	var due []*worker
 	ws := a.allWorkers()
-	seen := make(map[string]bool, len(ws))
+	// held lists only the stores held at the last reconcile: an idle
+	// store costs no write here.
+	held := make(map[string]bool, len(a.walk.held))
 	for _, w := range ws {
-		key := w.st.Key()
-		seen[key] = true
 		var sr *holders.StoreResult
 		if res != nil {
 			sr = res.Store(w.st.Path)
 		}
-		held := sr != nil && len(sr.Holders) > 0
-		wasHeld := a.walk.held[key]
-		a.walk.held[key] = held
-		if sr == nil || w.busy() || w.recheck.Load() || (wasHeld && !held) ||
+		isHeld := sr != nil && len(sr.Holders) > 0
+		wasHeld := a.walk.held[w.st.Key()]
+		if isHeld {
+			held[w.st.Key()] = true
+		}
+		if sr == nil || w.busy() || w.recheck.Load() || (wasHeld && !isHeld) ||
 			len(sr.Orphans()) > 0 || !sameAsSeen(sr, w.seen.Load()) || guardOwed(w, sr) {
 			due = append(due, w)
 		}
 	}
-	for k := range a.walk.held {
-		if !seen[k] {
-			delete(a.walk.held, k)
-		}
-	}
+	a.walk.held = held
 	return due
 }
 
