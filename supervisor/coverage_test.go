@@ -1,7 +1,11 @@
 package supervisor
 
 import (
+	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -112,5 +116,40 @@ func TestReconcileReadsEveryStoreWithoutNotify(t *testing.T) {
 	a.reconcile()
 	if got := a.workCount().Stated - base; got != n+1 {
 		t.Errorf("a reconcile without fsnotify read %d stores; want all %d", got, n+1)
+	}
+}
+
+// A stale partial capture (its agent dead) is removed by the reconcile
+// walker, not on the start path: the agent starts with it in place, and
+// the first reconcile removes it; one of this agent's own is kept.
+func TestWalkerCleansStalePartials(t *testing.T) {
+	home, db := testHome(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	partial := func(name string, pid int) string {
+		p := filepath.Join(filepath.Dir(db), name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]any{"agent_pid": pid, "database": db})
+		if err := os.WriteFile(filepath.Join(p, ".stateguard-partial"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := partial("state.db.retired-wal-20261001-000000-1.partial", dead.Process.Pid)
+	ours := partial("state.db.retired-wal-20261001-000000-2.partial", os.Getpid())
+	a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour })
+	if _, err := os.Lstat(stale); err != nil {
+		t.Fatalf("the stale partial went before the first reconcile: %v", err)
+	}
+	a.reconcile()
+	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale partial is still there after a reconcile (%v)", err)
+	}
+	if _, err := os.Lstat(ours); err != nil {
+		t.Errorf("a partial of a live agent was removed: %v", err)
 	}
 }

@@ -81,6 +81,8 @@ type worker struct {
 	// to be read anyway (coverage.go).
 	statOwed  atomic.Bool
 	auditSlot int64
+	// partialsCleaned: cleanPartials ran (or runs) for this store.
+	partialsCleaned atomic.Bool
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
@@ -296,17 +298,30 @@ func (w *worker) setTimer(d time.Duration) {
 
 // firstRun is the worker's housekeeping before its first check.
 func (w *worker) firstRun() {
-	// A capture staged by an agent that died mid-capture is finished by
-	// the incident's resume or is garbage; CleanPartials keeps any that
-	// still holds quarantined originals.
-	if removed, err := recovery.CleanPartials(w.st.Path, w.a.opts.Logger); err == nil && len(removed) > 0 {
-		w.log.Info("stale partial captures removed", "dirs", removed)
+	if len(w.resumes) > 0 {
+		// Before the resumed incidents capture again; every other
+		// store's are cleaned by the reconcile walker (walker.go).
+		w.cleanPartials()
 	}
 	for _, inc := range w.resumes {
 		w.engine().Resume(inc)
 	}
 	w.resumes = nil
 	w.advance()
+}
+
+// cleanPartials removes, once, the staging directories a capture of an
+// agent that died mid-capture left: they are finished by the incident's
+// resume or are garbage, and CleanPartials keeps any that still holds
+// quarantined originals, or whose agent (this one included) is alive. Safe
+// from any goroutine.
+func (w *worker) cleanPartials() {
+	if w.partialsCleaned.Swap(true) {
+		return
+	}
+	if removed, err := recovery.CleanPartials(w.st.Path, w.a.opts.Logger); err == nil && len(removed) > 0 {
+		w.log.Info("stale partial captures removed", "dirs", removed)
+	}
 }
 
 // finish is the worker's end: pins are the only thing keeping an orphan
