@@ -34,6 +34,9 @@ type collector struct {
 	// unexplained says, per store, which locks on its inodes no
 	// inspected process accounts for.
 	unexplained map[int][]string
+	// summary is the last summarize, of summarized (judge).
+	summary    *Uninspected
+	summarized []Blind
 }
 
 func newCollector(w *watch, opts Options, euid int) *collector {
@@ -184,7 +187,13 @@ func (c *collector) judge(s *StoreResult, could []Blind, unexplained []string) {
 		}
 		rest = append(rest, other...)
 	default:
-		s.Uninspected = summarize(other, c.euid)
+		// Usually the same few processes for every store: one summary
+		// for them all (its slices are read only), not one per store.
+		if c.summary == nil || !slices.Equal(c.summarized, other) {
+			u := summarize(other, c.euid)
+			c.summary, c.summarized = &u, other
+		}
+		s.Uninspected = *c.summary
 	}
 	s.Blind = append(s.Blind, rest...)
 }
