@@ -35,11 +35,11 @@ type worker struct {
 	eng      atomic.Pointer[incident.Engine]
 	stopping atomic.Bool // Stop came before there was an engine to tell
 
-	kickC chan time.Time // cap 1: kicks coalesce, keeping the earliest time
-	reqC  chan func()    // operator requests run on the worker
-	tickC chan time.Time // cap 1: the worker's own deadline came (timer)
-	stop  chan struct{}
-	done  chan struct{}
+	kickC  chan time.Time // cap 1: kicks coalesce, keeping the earliest time
+	reqC   chan func()    // operator requests run on the worker
+	ticked atomic.Bool    // the worker's own deadline came (timer)
+	stop   chan struct{}
+	done   chan struct{}
 
 	// running is set while a goroutine runs the worker's loop; whoever
 	// sets it starts that goroutine (wakeUp), so there is never more
@@ -88,7 +88,7 @@ type worker struct {
 func newWorker(a *Agent, s store.Store) *worker {
 	w := &worker{
 		a: a, st: s, target: holders.Target{Path: s.Path},
-		kickC: make(chan time.Time, 1), reqC: make(chan func(), 8), tickC: make(chan time.Time, 1),
+		kickC: make(chan time.Time, 1), reqC: make(chan func(), 4),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.log.base, w.log.store, w.log.profile = a.opts.Logger, s.Path, s.Profile
@@ -231,6 +231,16 @@ func (w *worker) run() {
 			w.armedFor = next
 			w.setTimer(max(time.Until(next), 0))
 		}
+		if w.ticked.Swap(false) {
+			w.armedFor = time.Time{}
+			// Deadlines (terminate grace, retries after no space) are
+			// checked once a second while an incident is open.
+			now := time.Now()
+			w.advance()
+			w.checkStall(now)
+			w.guardTick(now)
+			continue // the next deadline is armed before going idle
+		}
 		select {
 		case <-w.stop:
 			w.finish()
@@ -244,13 +254,6 @@ func (w *worker) run() {
 		case f := <-w.reqC:
 			f()
 			w.advance()
-		case now := <-w.tickC:
-			w.armedFor = time.Time{}
-			// Deadlines (terminate grace, retries after no space) are
-			// checked once a second while an incident is open.
-			w.advance()
-			w.checkStall(now)
-			w.guardTick(now)
 		default:
 			if w.idle() {
 				return
@@ -265,7 +268,7 @@ func (w *worker) run() {
 // seen here, and this goroutine carries on unless a new one already won.
 func (w *worker) idle() bool {
 	w.running.Store(false)
-	if len(w.kickC) == 0 && len(w.reqC) == 0 && len(w.tickC) == 0 && !w.stopped() && w.a.ctx.Err() == nil {
+	if len(w.kickC) == 0 && len(w.reqC) == 0 && !w.ticked.Load() && !w.stopped() && w.a.ctx.Err() == nil {
 		return true
 	}
 	return !w.running.CompareAndSwap(false, true)
@@ -285,10 +288,7 @@ func (w *worker) stopped() bool {
 func (w *worker) setTimer(d time.Duration) {
 	if w.timer == nil {
 		w.timer = time.AfterFunc(d, func() {
-			select {
-			case w.tickC <- time.Now():
-			default:
-			}
+			w.ticked.Store(true)
 			w.wakeUp()
 		})
 		return
