@@ -81,8 +81,8 @@ func (p *profiler) stopping() {
 	if f, err := os.Create(filepath.Join(p.dir, "goroutines.txt")); err == nil {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		fmt.Fprintf(f, "goroutines: %d\nheap in use: %d KiB, stacks in use: %d KiB, from the OS: %d KiB\n",
-			runtime.NumGoroutine(), m.HeapInuse>>10, m.StackInuse>>10, m.Sys>>10)
+		fmt.Fprintf(f, "goroutines: %d\nheap in use: %d KiB, stacks in use: %d KiB, from the OS: %d KiB, allocated in all: %d KiB, GCs: %d\n",
+			runtime.NumGoroutine(), m.HeapInuse>>10, m.StackInuse>>10, m.Sys>>10, m.TotalAlloc>>10, m.NumGC)
 		_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 		f.Close()
 	}
