@@ -6,6 +6,7 @@
 //	go run ./internal/benchscale -n 100 -idle 5s -trials 5  # a quick check
 //	go run ./internal/benchscale -n100k                     # also 100,000 stores
 //	go run ./internal/benchscale -base c924f97 -n 100,1000  # and the same for an earlier commit
+//	go run ./internal/benchscale -base A -head B -n 1000    # commit A, then commit B (not the working tree)
 //
 // Each store is a copy of one empty Hermes store in WAL mode (main file
 // only: no connection is open, so no -wal/-shm), in <home>/state.db and

@@ -22,6 +22,7 @@ type options struct {
 	trials    int
 	reconcile time.Duration
 	base      string
+	head      string
 	keep      bool
 }
 
@@ -33,6 +34,7 @@ func main() {
 	flag.IntVar(&o.trials, "trials", 50, "freeze trials per store count")
 	flag.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "agentd's reconcile interval (its default is 10s)")
 	flag.StringVar(&o.base, "base", "", "also measure agentd as of this commit (a baseline), first")
+	flag.StringVar(&o.head, "head", "", "measure agentd as of this commit instead of the working tree")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp directories")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {
@@ -72,17 +74,25 @@ func run(o options, out io.Writer) error {
 	}
 	var builds []build
 	if o.base != "" {
-		b, err := buildBase(o.base, root)
+		b, err := buildCommit(o.base, root, "base")
 		if err != nil {
 			return err
 		}
 		builds = append(builds, b)
 	}
-	head := filepath.Join(bin, "agentd")
-	if b, err := exec.Command("go", "build", "-o", head, "./cmd/agentd").CombinedOutput(); err != nil {
-		return fmt.Errorf("build agentd (run from the repository root): %v\n%s", err, b)
+	if o.head != "" {
+		b, err := buildCommit(o.head, root, "head")
+		if err != nil {
+			return err
+		}
+		builds = append(builds, b)
+	} else {
+		head := filepath.Join(bin, "agentd")
+		if b, err := exec.Command("go", "build", "-o", head, "./cmd/agentd").CombinedOutput(); err != nil {
+			return fmt.Errorf("build agentd (run from the repository root): %v\n%s", err, b)
+		}
+		builds = append(builds, build{name: "this tree", bin: head})
 	}
-	builds = append(builds, build{name: "this tree", bin: head})
 	for _, b := range builds {
 		var rows []row
 		for _, n := range o.sizes {
@@ -98,9 +108,10 @@ func run(o options, out io.Writer) error {
 	return nil
 }
 
-// buildBase builds agentd from an earlier commit of this repository.
-func buildBase(commit, root string) (build, error) {
-	tree := filepath.Join(root, "base-src")
+// buildCommit builds agentd from a commit of this repository; role
+// (base, head) names the build.
+func buildCommit(commit, root, role string) (build, error) {
+	tree := filepath.Join(root, role+"-src")
 	if err := os.MkdirAll(tree, 0o700); err != nil {
 		return build{}, err
 	}
@@ -108,13 +119,13 @@ func buildBase(commit, root string) (build, error) {
 	if b, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
 		return build{}, fmt.Errorf("export %s: %v\n%s", commit, err, b)
 	}
-	bin := filepath.Join(root, "bin", "agentd-base")
+	bin := filepath.Join(root, "bin", "agentd-"+role)
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agentd")
 	cmd.Dir = tree
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return build{}, fmt.Errorf("build agentd at %s: %v\n%s", commit, err, b)
 	}
-	return build{name: "base " + commit, bin: bin}, nil
+	return build{name: role + " " + commit, bin: bin}, nil
 }
 
 func printTable(out io.Writer, name string, o options, rows []row) {
