@@ -30,7 +30,8 @@ type Options struct {
 	// Socket is the control socket's path; default
 	// <DefaultRuntimeDir>/agent.sock; "-" serves no socket.
 	Socket string
-	// Reconcile is the full re-stat and re-scan interval (default 10 s).
+	// Reconcile is the holder re-scan interval (default 10 s): each
+	// re-reads the stores no event covers (coverage.go).
 	Reconcile time.Duration
 	// DisableNotify turns fsnotify off (the polling baseline).
 	DisableNotify bool

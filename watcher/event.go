@@ -18,9 +18,9 @@ const (
 	// state.db appeared in the home, or one of the home's directories
 	// itself was removed or came back.
 	HomeChanged
-	// Reconcile asks for a full re-stat of every store and a holder
-	// re-scan; Reason says why. It covers every event the watcher could
-	// not deliver individually.
+	// Reconcile asks for a holder re-scan; Reason says why. For any
+	// reason but the ticker's the consumer re-reads every store: it
+	// covers every event the watcher could not deliver individually.
 	Reconcile
 	// WatchError: a directory exists but could not be watched (permission,
 	// inotify watch limit). Changes in it are only seen by reconciles

@@ -24,8 +24,8 @@ const (
 	DefaultDebounce = 5 * time.Millisecond
 	// DefaultBuffer is the Events channel's capacity. When the consumer
 	// falls this far behind, further events are folded into one pending
-	// Reconcile (ReasonBufferFull) delivered as soon as there is room: a
-	// full reconcile re-stats every store, so nothing is lost but the
+	// Reconcile (ReasonBufferFull) delivered as soon as there is room:
+	// the consumer then re-reads every store, so nothing is lost but the
 	// detail. The fsnotify reader is never blocked by the consumer.
 	DefaultBuffer = 256
 )
