@@ -66,6 +66,9 @@ type Options struct {
 	// not at their open (fanotify permission events): what the agent does
 	// where the kernel has none; for measuring the difference.
 	NoOpenGate bool
+	// OpenFileLimit is the open-file limit the guards' budget is taken
+	// from (0: the process's RLIMIT_NOFILE; fdlimit.go). For tests.
+	OpenFileLimit int
 }
 
 // Agent is the running supervisor: it owns the journal, the watcher, the
@@ -115,7 +118,11 @@ type Agent struct {
 	alive   aliveTicks     // liveness ticks in flight (alive.go)
 
 	armed atomic.Int64 // stores whose guard is armed (guardSet)
-	work  workCounters
+	// guardBudget is how many guards the open-file limit leaves room
+	// for; fdLimitSaid: guard.fdlimit was logged (fdlimit.go).
+	guardBudget int64
+	fdLimitSaid atomic.Bool
+	work        workCounters
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
@@ -148,6 +155,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
+	a.guardBudget = guardBudget(opts.OpenFileLimit)
 	a.live.Store(reloadOf(opts))
 	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it
 	a.ctx, a.cancel = context.WithCancel(context.Background())

@@ -188,6 +188,11 @@ func (w *worker) guardArm(gen store.Generation) {
 		w.guardUnavailable(false, "the -shm at the path belongs to the replaced main file")
 		return
 	}
+	if !w.a.guardRoom(old != nil) {
+		gd.setRetry(false) // the next check or reconcile tries again
+		w.guardUnavailable(mainSame, reasonFDLimit)
+		return
+	}
 	g, err := w.armGuardChecked(want)
 	if err != nil {
 		switch {

@@ -199,5 +199,11 @@ func guardOwed(w *worker, sr *holders.StoreResult) bool {
 		return false
 	}
 	g := w.guardState()
-	return g != nil && g.State == control.GuardUnavailable
+	if g == nil || g.State != control.GuardUnavailable {
+		return false
+	}
+	// Past the fd budget nothing changes until a guard lets go: checking
+	// every such store at every reconcile would only spend the budget
+	// of the walk.
+	return g.Reason != reasonFDLimit || w.a.armed.Load() < w.a.guardBudget
 }
