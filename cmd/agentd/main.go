@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/stateguard/stateguard/service"
@@ -50,7 +51,22 @@ func main() {
 	if err := store.UseOFDLocks(); err != nil {
 		fmt.Fprintf(os.Stderr, "agentd: %v\n", err)
 	}
+	setGCPercent(os.Getenv)
 	os.Exit(runCLI(os.Args[1:], os.Stderr))
+}
+
+// agentGOGC is the collector's target unless $GOGC says otherwise. The
+// agent's heap is almost all long-lived per-store state (10,000 stores:
+// ~45 MB) and an idle agent allocates little (a few MB a reconcile), so
+// collecting when the heap has grown by half of it, not all of it, keeps
+// the resident size near 1.5x the live heap for about one more collection
+// every few reconciles.
+const agentGOGC = 50
+
+func setGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(agentGOGC)
+	}
 }
 
 func lookup(name string) (verb, bool) {
