@@ -183,7 +183,11 @@ func TestRestoreUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run agentctl as another user")
 	}
-	const nobody = 65534
+	// A user of its own, not nobody: other packages' tests run processes
+	// as nobody, and one caught between setuid and exec is not
+	// inspectable even by its own uid, which rightly makes the scan
+	// unknown and the restore refused.
+	nobody, nobodyGid := hermestest.AddUser(t, "sgctl-restorer")
 	base, bin := agentctlForAll(t, "sg-restore-nobody-")
 	strict := filepath.Join(base, "strict.toml")
 	writeFile(t, strict, "verdict = \"strict\"\n")
@@ -203,14 +207,14 @@ func TestRestoreUnprivileged(t *testing.T) {
 	hermestest.VacuumInto(t, db, backup)
 	appendRows(t, db, "s2", 2)
 	for _, p := range []string{home, db, db + "-wal", db + "-shm", backup} {
-		if err := os.Lchown(p, nobody, nobody); err != nil && !os.IsNotExist(err) {
+		if err := os.Lchown(p, nobody, nobodyGid); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 	}
 	run := func(args ...string) (int, string) {
 		cmd := exec.Command(bin, append([]string{"restore", "--db", db}, args...)...)
 		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", socketEnv + "=" + filepath.Join(home, "no.sock")}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(nobody), Gid: uint32(nobodyGid)}}
 		out, err := cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return ee.ExitCode(), string(out)
