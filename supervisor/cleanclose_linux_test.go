@@ -3,8 +3,11 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +29,12 @@ func TestCleanCloseIsNeverStopped(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, "profiles"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, home, nil)
+	// A stop undone by a SIGCONT before the parent waits can escape
+	// WUNTRACED; the agent's own freeze and thaw events cannot.
+	var signalled atomic.Int64
+	a := startAgent(t, home, func(o *Options) {
+		o.Logger = slog.New(eventCounter{o.Logger.Handler(), &signalled, []string{"holder.frozen", "holder.thawed"}})
+	})
 	bin, err := hermestest.WriterBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +67,37 @@ func TestCleanCloseIsNeverStopped(t *testing.T) {
 			}
 		}
 	}
+	if n := signalled.Load(); n > 0 {
+		t.Fatalf("the agent froze or thawed a clean closer %d times (holder.frozen/holder.thawed)", n)
+	}
 	if incs := listIncidents(t, a); len(incs) > 0 {
 		t.Fatalf("clean closes opened %d incidents, first %s kind %s", len(incs), incs[0].ID, incs[0].Kind)
 	}
+}
+
+// eventCounter counts the records whose "event" is one of names.
+type eventCounter struct {
+	slog.Handler
+	n     *atomic.Int64
+	names []string
+}
+
+func (h eventCounter) Handle(ctx context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "event" && slices.Contains(h.names, a.Value.String()) {
+			h.n.Add(1)
+		}
+		return true
+	})
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h eventCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return eventCounter{h.Handler.WithAttrs(as), h.n, h.names}
+}
+
+func (h eventCounter) WithGroup(name string) slog.Handler {
+	return eventCounter{h.Handler.WithGroup(name), h.n, h.names}
 }
 
 func listIncidents(t *testing.T, a *Agent) []journal.Incident {

@@ -24,10 +24,21 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 	}
 	pol := w.a.policies(w.st.Path)
 	closer := -1 // not asked yet
+	fresh := false
 	for i := range known.Holders {
 		p := &known.Holders[i]
 		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
+		}
+		if !fresh {
+			// gen may predate the cache entry: a writer creating its
+			// store makes -wal, then -shm, and a scan between gen's read
+			// and now lists a sidecar gen has not seen. Judge against
+			// the paths as they are after the cache was read.
+			gen, fresh = w.readGeneration(), true
+			if !holdsStale(p, gen) {
+				continue
+			}
 		}
 		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
 			continue
