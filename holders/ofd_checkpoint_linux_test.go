@@ -1,9 +1,7 @@
 package holders
 
 import (
-	"database/sql"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
@@ -13,16 +11,8 @@ import (
 // checkpoints busy (nothing is backfilled) and lets its writes go on;
 // once the lock's fd is closed, the checkpoint runs.
 func TestLockSHMCheckpointHoldsOffCheckpoints(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sql.Open("sqlite", hermestest.DSN(db)+"&_pragma=wal_autocheckpoint(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetMaxOpenConns(1)
+	db := hermestest.NewStore(t)
+	c := hermestest.OpenNoCheckpoint(t, db)
 	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)"); err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +49,8 @@ func TestLockSHMCheckpointHoldsOffCheckpoints(t *testing.T) {
 // back to the timestamps and replays rolled-back rows). Under the lock
 // the write appends instead: the salts stay.
 func TestLockSHMCheckpointHoldsOffWALRestart(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "state.db")
-	if err := hermestest.CreateStore(db); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sql.Open("sqlite", hermestest.DSN(db)+"&_pragma=wal_autocheckpoint(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetMaxOpenConns(1)
+	db := hermestest.NewStore(t)
+	c := hermestest.OpenNoCheckpoint(t, db)
 	if _, err := c.Exec("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)"); err != nil {
 		t.Fatal(err)
 	}
