@@ -129,7 +129,7 @@ func BuildStatus(stores []store.Store, problems []store.Problem, scan *holders.R
 			Key: s.Key(), Profile: s.Profile, Home: s.Home, Path: s.Path, Kind: s.Kind.String(),
 			Holders: []holders.Process{}, Blind: []holders.Blind{}, Incidents: []IncidentSummary{},
 		}
-		gen, err := store.ReadGeneration(s.Path)
+		gen, err := s.ReadGeneration() // through the directory handle discovery recorded
 		if err != nil {
 			ss.Error = err.Error()
 		}

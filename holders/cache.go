@@ -30,11 +30,10 @@ import (
 // The zero value is ready to use (RuleLocks) and it is safe for
 // concurrent use.
 type Cache struct {
-	mu     sync.Mutex
-	rule   Rule
-	last   *Result
-	stores map[string]StoreResult
-	procs  map[int]Process // metadata by pid, reused while StartTicks match
+	mu    sync.Mutex
+	rule  Rule
+	last  *Result
+	procs map[int]Process // metadata by pid, reused while StartTicks match
 	// refs counts the stores whose holders list each pid in procs, so
 	// replacing one store's result costs its own holders, not a walk of
 	// every store: a full scan of N stores stays linear in N.
@@ -44,10 +43,26 @@ type Cache struct {
 	// lastWatch the last full scan's index, for the next to reuse.
 	stats     map[string]*pathStat
 	lastWatch *watch
-	// view is stores again, for Known: every store's fast freeze reads
-	// its own entry, and must not wait on c.mu while a full scan of
-	// thousands of stores is being remembered.
-	view sync.Map // path → StoreResult
+	// touched are the stores whose kept result something other than a
+	// full scan replaced or dropped since the last full scan (Targeted,
+	// Forget): a full scan that reuses a store's last result must keep
+	// it again for those only.
+	touched map[string]bool
+	// view is each store's last result (path → *StoreResult, never
+	// written once stored), the one copy kept: written under c.mu, read
+	// by Known without it, since every store's fast freeze reads its own
+	// entry and must not wait on c.mu while a full scan of thousands of
+	// stores is being remembered.
+	view sync.Map
+}
+
+// stored is the result kept for a store.
+func (c *Cache) stored(path string) (*StoreResult, bool) {
+	v, ok := c.view.Load(path)
+	if !ok {
+		return nil, false
+	}
+	return v.(*StoreResult), true
 }
 
 // knownFile is a remembered inode: held, when the last scan saw a holder
@@ -136,11 +151,16 @@ func (c *Cache) KnownFiles(t Target) []KnownFile {
 func (c *Cache) Scan(targets []Target) (*Result, error) { return c.ScanReusing(targets, nil) }
 
 // ScanReusing is Scan, except that it does not read again the paths of a
-// target for which unchanged(path) says nothing changed there since the
+// target i for which unchanged[i] says nothing changed there since the
 // last scan that read them (a watched directory that sent no event):
 // what that scan read stands. Every process is inspected all the same.
 // A target never read before is read; nil unchanged reads them all.
-func (c *Cache) ScanReusing(targets []Target, unchanged func(path string) bool) (*Result, error) {
+//
+// A store whose paths are as the last full scan left them and that
+// nobody holds gets that scan's result again (Result.Reused), with no
+// work per store but a comparison: an idle reconcile of thousands of
+// stores rebuilds nothing.
+func (c *Cache) ScanReusing(targets []Target, unchanged []bool) (*Result, error) {
 	o, known := c.options(targets, unchanged)
 	res, err := scanAll(targets, known, o)
 	if err != nil {
@@ -150,15 +170,47 @@ func (c *Cache) ScanReusing(targets []Target, unchanged func(path string) bool) 
 	defer c.mu.Unlock()
 	c.last = res
 	c.lastWatch = res.w
-	for i, s := range res.Stores {
-		c.remember(s, true)
-		if ps := o.reuse[s.Target.Path]; ps == nil || i >= len(res.stats) || ps != res.stats[i] {
+	var byPath map[string]int // targets' indexes, when res's order is not theirs
+	for i := range res.Stores {
+		s := &res.Stores[i]
+		if !res.Reused(i) || (c.touched[s.Target.Path] && !c.quietKept(s)) {
+			c.remember(*s, true)
+		}
+		j := i
+		if j >= len(targets) || (targets[j].Path != s.Target.Path && cleanPath(targets[j].Path) != s.Target.Path) {
+			if byPath == nil {
+				byPath = make(map[string]int, len(targets))
+				for k, t := range targets {
+					byPath[cleanPath(t.Path)] = k
+				}
+			}
+			j = byPath[s.Target.Path]
+		}
+		if ps := at(o.reuse, j); ps == nil || i >= len(res.stats) || ps != res.stats[i] {
 			// Reused: already kept, or since replaced by a fresher read
 			// (a targeted scan's), which stands.
 			c.keepStat(s.Target.Path, res.stats, i)
 		}
 	}
+	clear(c.touched)
 	return res, nil
+}
+
+// touch marks a store's kept result as replaced or dropped outside a
+// full scan. c.mu is held.
+func (c *Cache) touch(path string) {
+	if c.touched == nil {
+		c.touched = make(map[string]bool)
+	}
+	c.touched[path] = true
+}
+
+// quietKept reports whether the result kept for a store reused from the
+// last full scan is still that full scan's (no targeted scan replaced it
+// since), so remembering it again would change nothing. c.mu is held.
+func (c *Cache) quietKept(s *StoreResult) bool {
+	old, ok := c.stored(s.Target.Path)
+	return ok && old.full && len(old.Holders) == 0 && len(s.Holders) == 0 && quietSame(old, s)
 }
 
 // keepStat keeps what a scan read at a store's paths, for ScanReusing;
@@ -181,28 +233,26 @@ func (c *Cache) keepStat(path string, stats []*pathStat, i int) {
 // options are the scan options for targets: the rule, every inode
 // remembered for them, and the earlier reads of the paths unchanged
 // vouches for (nil: none).
-func (c *Cache) options(targets []Target, unchanged func(string) bool) (Options, map[int]Process) {
+func (c *Cache) options(targets []Target, unchanged []bool) (Options, map[int]Process) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o := Options{Rule: c.rule.orDefault()}
+	// last, for every scan: a read that finds what the last one did is
+	// that read (the same pathStat), so the next full scan may still
+	// reuse the store's result (a targeted scan reads its store too).
+	o := Options{Rule: c.rule.orDefault(), last: make([]*pathStat, len(targets))}
 	if unchanged != nil {
-		o.prev = c.lastWatch
-		o.reuse = make(map[string]*pathStat, len(targets))
-		o.last = make(map[string]*pathStat, len(targets))
-		for _, t := range targets {
-			p := filepath.Clean(t.Path)
-			ps := c.stats[p]
-			if ps == nil {
-				continue
-			}
-			o.last[p] = ps
-			if unchanged(t.Path) {
-				o.reuse[p] = ps
+		o.prev, o.prevRes = c.lastWatch, c.last
+		o.reuse = make([]*pathStat, len(targets))
+	}
+	for i, t := range targets {
+		p := cleanPath(t.Path)
+		if ps := c.stats[p]; ps != nil {
+			o.last[i] = ps
+			if i < len(unchanged) && unchanged[i] {
+				o.reuse[i] = ps
 			}
 		}
-	}
-	for _, t := range targets {
-		for _, f := range c.known[filepath.Clean(t.Path)] {
+		for _, f := range c.known[p] {
 			if (f.held || f.explicit > 0) && f.proven() {
 				k := f.KnownFile
 				k.Pinned = f.pins > 0
@@ -223,11 +273,11 @@ func (c *Cache) Last() *Result {
 // Known returns the store's holders as last seen by a full or targeted
 // scan, without looking at any process.
 func (c *Cache) Known(t Target) (StoreResult, bool) {
-	v, ok := c.view.Load(filepath.Clean(t.Path))
+	s, ok := c.stored(filepath.Clean(t.Path))
 	if !ok {
 		return StoreResult{}, false
 	}
-	return v.(StoreResult), true
+	return *s, true
 }
 
 // Targeted re-inspects only the processes last seen holding t, plus pids
@@ -240,7 +290,11 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 	t.Path = filepath.Clean(t.Path)
 	o, known := c.options([]Target{t}, nil)
 	c.mu.Lock()
-	prev, seen := c.stores[t.Path]
+	var prev StoreResult
+	p, seen := c.stored(t.Path)
+	if seen {
+		prev = *p
+	}
 	c.mu.Unlock()
 
 	want := slices.Clone(pids)
@@ -273,6 +327,7 @@ func (c *Cache) Targeted(t Target, pids ...int) (*StoreResult, error) {
 	remembered := s
 	remembered.Blind = prev.Blind
 	c.remember(remembered, false)
+	c.touch(t.Path)
 	c.keepStat(t.Path, res.stats, 0)
 	return &s, nil
 }
@@ -282,11 +337,11 @@ func (c *Cache) Forget(t Target) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	path := filepath.Clean(t.Path)
-	if old, ok := c.stores[path]; ok {
+	if old, ok := c.stored(path); ok {
 		c.unref(old.Holders)
 	}
-	delete(c.stores, path)
 	c.view.Delete(path)
+	c.touch(path)
 	delete(c.known, path)
 	delete(c.stats, path)
 }
@@ -295,12 +350,11 @@ func (c *Cache) Forget(t Target) {
 // inodes count as held; a targeted scan, which saw only some processes,
 // can only add to that.
 func (c *Cache) remember(s StoreResult, full bool) {
-	if c.stores == nil {
-		c.stores = make(map[string]StoreResult)
+	if c.procs == nil {
 		c.procs = make(map[int]Process)
 		c.refs = make(map[int]int)
 	}
-	if old, ok := c.stores[s.Target.Path]; ok && full && quietSame(&old, &s) {
+	if old, ok := c.stored(s.Target.Path); ok && full && quietSame(old, &s) {
 		// A store nobody holds, read or reused as before: the result and
 		// what it teaches are those already kept (learnGeneration
 		// would re-learn the same current inodes and drop nothing).
@@ -334,12 +388,11 @@ func (c *Cache) remember(s StoreResult, full bool) {
 	for _, pid := range holderPids(s.Holders) {
 		c.refs[pid]++
 	}
-	if old, ok := c.stores[s.Target.Path]; ok {
+	if old, ok := c.stored(s.Target.Path); ok {
 		c.unref(old.Holders)
 	}
 	s.full = full
-	c.stores[s.Target.Path] = s
-	c.view.Store(s.Target.Path, s)
+	c.view.Store(s.Target.Path, &s)
 	c.learnGeneration(s, full)
 }
 
@@ -354,12 +407,7 @@ func quietSame(old, s *StoreResult) bool {
 		old.births != s.births {
 		return false
 	}
-	for _, r := range Roles {
-		if old.Current[r] != s.Current[r] {
-			return false
-		}
-	}
-	return true
+	return old.Current == s.Current || (old.Current != nil && s.Current != nil && *old.Current == *s.Current)
 }
 
 // unref drops one store's reference to each of its holders' pids, and
@@ -397,7 +445,7 @@ func (c *Cache) learnGeneration(s StoreResult, full bool) {
 	}
 	current := map[fileid.ID]bool{}
 	for ri, r := range Roles {
-		if st := s.Current[r]; st.Exists && st.Mode.IsRegular() {
+		if st := s.Current.Of(r); st.Exists && st.Mode.IsRegular() {
 			current[st.ID] = true
 			c.learn(s.Target.Path, KnownFile{Role: r, ID: st.ID, Path: s.Target.RolePath(r), Birth: s.births[ri]}, held[st.ID], false)
 		}

@@ -124,18 +124,18 @@ func TestCacheRemembersGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := c.KnownFiles(Target{Path: db})
-	if !slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old[RoleMain].ID && k.Role == RoleMain }) {
-		t.Fatalf("the held old main %v is forgotten: %+v", old[RoleMain].ID, known)
+	if !slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old.Of(RoleMain).ID && k.Role == RoleMain }) {
+		t.Fatalf("the held old main %v is forgotten: %+v", old.Of(RoleMain).ID, known)
 	}
 	w.Kill()
 	<-w.Done()
-	extra := KnownFile{Store: db, Role: RoleWAL, ID: fileid.ID{Dev: old[RoleMain].ID.Dev, Ino: 1 << 40}}
+	extra := KnownFile{Store: db, Role: RoleWAL, ID: fileid.ID{Dev: old.Of(RoleMain).ID.Dev, Ino: 1 << 40}}
 	c.Remember(extra)
 	if _, err := c.Scan([]Target{{Path: db}}); err != nil {
 		t.Fatal(err)
 	}
 	known = c.KnownFiles(Target{Path: db})
-	if slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old[RoleMain].ID }) {
+	if slices.ContainsFunc(known, func(k KnownFile) bool { return k.ID == old.Of(RoleMain).ID }) {
 		t.Errorf("the old main is still known after a full scan found no holder: %+v", known)
 	}
 	if !slices.Contains(known, extra) {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/stateguard/stateguard/fileid"
 )
@@ -110,10 +111,20 @@ func (c *collector) scope(b Blind) BlindScope {
 }
 
 func (c *collector) result() *Result {
-	res := &Result{Stores: make([]StoreResult, len(c.w.targets)), stats: c.w.stats, Stated: c.w.stated, w: c.w}
+	res := &Result{stats: c.w.stats, Stated: c.w.stated, w: c.w,
+		blindKey: c.blindKey(), locksOK: c.locks != nil && c.locks.err == nil}
+	prev := c.reusable(res)
 	// The watch's index says the same when no path is there twice, and
 	// it is never written after the build: shared (no map per scan).
 	shared := len(c.w.index) == len(c.w.targets)
+	if shared && c.allReused(prev) {
+		// An idle scan: every store's result is prev's, at the same
+		// place. Results are never written once made: prev's stand, with
+		// nothing allocated per store.
+		res.Stores, res.quiet, res.index, res.allReused = prev.Stores, prev.quiet, c.w.index, true
+		return res
+	}
+	res.Stores, res.quiet = make([]StoreResult, len(c.w.targets)), make([]bool, len(c.w.targets))
 	if shared {
 		res.index = c.w.index
 	} else {
@@ -123,10 +134,23 @@ func (c *collector) result() *Result {
 		if !shared {
 			res.index[t.Path] = i
 		}
+		res.quiet[i] = len(c.holders[i]) == 0 && len(c.unexplained[i]) == 0
+		if k := prev.quietAt(i, t.Path, c.w.stats[i]); res.quiet[i] && k >= 0 {
+			// Nothing this store's result is made of changed: the
+			// same paths read (the same pathStat), nobody holding it,
+			// the same uninspectable processes and lock table.
+			if res.reused == nil {
+				res.reused = make([]bool, len(c.w.targets))
+			}
+			res.Stores[i], res.reused[i] = prev.Stores[k], true
+			continue
+		}
 		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
 		for ri, r := range Roles {
-			if b, ok := c.w.birth[s.Current[r].ID]; ok && s.Current[r].Exists && ri < len(s.births) {
-				s.births[ri] = b
+			if st := s.Current.Of(r); st.Exists && ri < len(s.births) {
+				if b, ok := c.w.birth[st.ID]; ok {
+					s.births[ri] = b
+				}
 			}
 		}
 		if len(s.Holders) > 1 {
@@ -147,6 +171,86 @@ func (c *collector) result() *Result {
 		res.Stores[i] = s
 	}
 	return res
+}
+
+// reusable returns the previous full scan's result when res's stores may
+// take their results from it (quietAt says which): every input shared by
+// all stores is the same: the rule, the lock table's state, and the
+// uninspectable processes, none of which has a uid whose groups
+// couldOpen would have to ask again.
+func (c *collector) reusable(res *Result) *Result {
+	prev := c.opts.prevRes
+	if prev == nil || len(prev.quiet) != len(prev.Stores) || len(prev.stats) != len(prev.Stores) ||
+		prev.locksOK != res.locksOK || !slices.Equal(prev.blindKey, res.blindKey) {
+		return nil
+	}
+	for _, b := range res.blindKey {
+		if b.UID > 0 {
+			return nil
+		}
+	}
+	for i := range prev.Stores {
+		if prev.Stores[i].Rule != c.opts.Rule.orDefault() {
+			return nil
+		}
+	}
+	return prev
+}
+
+// quietAt returns the index in r (a previous scan's result) of the store
+// at path when r found it quiet after reading (or reusing) the same
+// pathStat ps, so its result there is what a quiet store's is now; -1
+// otherwise. i is its index now: the same when the targets are.
+func (r *Result) quietAt(i int, path string, ps *pathStat) int {
+	if r == nil || ps == nil {
+		return -1
+	}
+	k := i
+	if k >= len(r.Stores) || r.Stores[k].Target.Path != path {
+		var ok bool
+		if k, ok = r.index[path]; !ok || k >= len(r.Stores) || r.Stores[k].Target.Path != path {
+			return -1
+		}
+	}
+	if !r.quiet[k] || r.stats[k] != ps {
+		return -1
+	}
+	return k
+}
+
+// allReused reports whether every store is quiet and its result is
+// prev's at the same index (quietAt).
+func (c *collector) allReused(prev *Result) bool {
+	if prev == nil || len(prev.Stores) != len(c.w.targets) {
+		return false
+	}
+	for i, t := range c.w.targets {
+		if len(c.holders[i]) != 0 || len(c.unexplained[i]) != 0 || prev.quietAt(i, t.Path, c.w.stats[i]) != i {
+			return false
+		}
+	}
+	return true
+}
+
+// blindKey is the uninspectable processes in a stable order.
+func (c *collector) blindKey() []Blind {
+	k := make([]Blind, 0, len(c.blind))
+	for _, b := range c.blind {
+		k = append(k, b.Blind)
+	}
+	slices.SortFunc(k, func(x, y Blind) int {
+		if x.Pid != y.Pid {
+			return x.Pid - y.Pid
+		}
+		if x.UID != y.UID {
+			return x.UID - y.UID
+		}
+		if x.Reason != y.Reason {
+			return strings.Compare(x.Reason, y.Reason)
+		}
+		return strings.Compare(string(x.Scope), string(y.Scope))
+	})
+	return k
 }
 
 // holdsAny reports whether pid is already a holder of store i (found by
@@ -234,7 +338,7 @@ func verdict(s *StoreResult) Verdict {
 
 // couldOpen reports whether an uninspectable process might hold the
 // store's files: whether its uid could open them now. When in doubt, yes.
-func couldOpen(b blindProc, dir fileid.State, files map[Role]fileid.State) bool {
+func couldOpen(b blindProc, dir fileid.State, files *Files) bool {
 	if b.UID <= 0 || !dir.Exists {
 		return true
 	}
@@ -243,7 +347,7 @@ func couldOpen(b blindProc, dir fileid.State, files map[Role]fileid.State) bool 
 	}
 	any := false
 	for _, r := range Roles {
-		st := files[r]
+		st := files.Of(r)
 		if !st.Exists {
 			continue
 		}

@@ -36,6 +36,19 @@ func (r Role) Suffix() string {
 // roles live at Path, Path+"-wal" and Path+"-shm".
 type Target struct {
 	Path string
+	// Dir is what discovery recorded about the store's directory (its
+	// inode and owner); zero when there is no record. The store's files
+	// are read through that directory opened without following a
+	// symlink in any component, and refused unless it is still Dir.
+	Dir DirRecord
+}
+
+// DirRecord is a directory's identity and owner as discovery recorded them
+// (store.DirID, without the store package, which holders' non-Unix build
+// does not have).
+type DirRecord struct {
+	ID  fileid.ID
+	UID int
 }
 
 // RolePath is where role r of t lives.
@@ -318,14 +331,19 @@ type Options struct {
 	Rule  Rule
 	Known []KnownFile
 	// reuse are earlier reads of targets' paths that the caller vouches
-	// are still true (Cache.ScanReusing); the others are read.
-	reuse map[string]*pathStat
-	// last are the last reads of the targets' paths, so a read that finds
-	// the same keeps the same pathStat (and prev stays reusable).
-	last map[string]*pathStat
+	// are still true (Cache.ScanReusing), by index in the targets (nil
+	// entries, or a nil slice: read).
+	reuse []*pathStat
+	// last are the last reads of the targets' paths, by index, so a read
+	// that finds the same keeps the same pathStat (and prev stays
+	// reusable).
+	last []*pathStat
 	// prev is the last full scan's index, reused when built from the
-	// same inputs (watchFor).
-	prev *watch
+	// same inputs (watchFor); prevRes the result built on it, whose
+	// quiet stores' results a scan that finds them quiet again reuses
+	// (collector.result).
+	prev    *watch
+	prevRes *Result
 }
 
 // StoreResult is the scan of one store.
@@ -333,8 +351,8 @@ type StoreResult struct {
 	Target Target `json:"target"`
 	// Current is what is at each role's path; shared with the Cache and
 	// later scans, so never to be written.
-	Current map[Role]fileid.State `json:"current"`
-	Holders []Process             `json:"holders"`
+	Current *Files    `json:"current"`
+	Holders []Process `json:"holders"`
 	// Blind lists the uninspectable processes (and scan gaps) that could
 	// hold this store's files and that the rule does not clear: any entry
 	// keeps the verdict from being clear.
@@ -377,6 +395,22 @@ type Result struct {
 	// scan's result: every store's worker looks its own up, and a linear
 	// search made that quadratic in the number of stores.
 	index map[string]int
+	// quiet marks, by index, the stores with no holder and no
+	// unexplained lock in this scan; reused the stores whose result is
+	// the previous scan's (collector.result); blindKey and locksOK are
+	// the inputs every store's result shares, to tell whether the next
+	// scan may reuse them.
+	quiet, reused []bool
+	allReused     bool // every store's is: reused is nil
+	blindKey      []Blind
+	locksOK       bool
+}
+
+// Reused reports whether store i's result is the one the previous full
+// scan of the Cache gave (nothing at its paths or holding it changed), so
+// a caller that acted on that result has nothing new to do for it.
+func (r *Result) Reused(i int) bool {
+	return (r.allReused && i < len(r.Stores)) || (i < len(r.reused) && r.reused[i])
 }
 
 // Store returns the result for the store at path, or nil.

@@ -49,8 +49,8 @@ func TestRenamedAsideMainIsOrphanMain(t *testing.T) {
 		s := &res.Stores[0]
 		for _, pid := range []int{w.Pid, reader} {
 			m := byRole(holder(t, s, pid))[RoleMain]
-			if m.Current || m.ID != before[RoleMain].ID || m.Match != MatchInode || m.HostPath != to || m.Nlink != 1 {
-				t.Errorf("%s: pid %d main %+v, want the orphan %v matched by inode at %s", to, pid, m, before[RoleMain].ID, to)
+			if m.Current || m.ID != before.Of(RoleMain).ID || m.Match != MatchInode || m.HostPath != to || m.Nlink != 1 {
+				t.Errorf("%s: pid %d main %+v, want the orphan %v matched by inode at %s", to, pid, m, before.Of(RoleMain).ID, to)
 			}
 		}
 		if p := holder(t, s, reader); p.Access != AccessRead {
@@ -58,7 +58,7 @@ func TestRenamedAsideMainIsOrphanMain(t *testing.T) {
 		}
 		fresh := scanOne(t, db)
 		m := byRole(holder(t, fresh, w.Pid))[RoleMain]
-		if m.Current || m.ID != before[RoleMain].ID || m.Match != MatchSQLite || m.Path != to || !m.FDWrite {
+		if m.Current || m.ID != before.Of(RoleMain).ID || m.Match != MatchSQLite || m.Path != to || !m.FDWrite {
 			t.Errorf("%s, no history: writer main %+v, want the orphan found by its SQLite lock", to, m)
 		}
 		if !holder(t, fresh, w.Pid).Orphan() || fresh.Verdict != VerdictHeld {
@@ -201,7 +201,7 @@ func TestFIFOAtWALBlocksNothing(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the scan blocked on a FIFO at the -wal path")
 	}
-	if st := s.Current[RoleWAL]; !st.Exists || st.Mode&os.ModeNamedPipe == 0 {
+	if st := s.Current.Of(RoleWAL); !st.Exists || st.Mode&os.ModeNamedPipe == 0 {
 		t.Errorf("wal at the path: %+v, want the FIFO", st)
 	}
 	for _, p := range s.Holders {

@@ -77,7 +77,7 @@ func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
 			h := Held{Role: r.role, HostPath: r.path, FD: -1, ID: l.id, Current: r.current, Match: MatchInode,
 				Evidence: []Evidence{EvidenceLock}, Access: AccessUnknown}
 			if r.current {
-				h.Nlink = e.w.current[r.store][r.role].Nlink
+				h.Nlink = e.w.current[r.store].Of(r.role).Nlink
 			}
 			// A write lock needs an fd open for writing.
 			if l.write && !l.fileOwned() {

@@ -1,8 +1,11 @@
 package holders
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // scanHelperEnv makes the test binary a scan helper: it scans the stores
@@ -37,6 +40,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, f := range afterTests {
 		f()
+	}
+	// The writer the tests built (hermestest.WriterBinary).
+	if err := hermestest.RemoveBuilt(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
 	}
 	os.Exit(code)
 }

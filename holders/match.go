@@ -2,7 +2,6 @@ package holders
 
 import (
 	"bytes"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -53,7 +52,7 @@ type idRef struct {
 // and the index of every inode the scan looks for.
 type watch struct {
 	targets []Target
-	current []map[Role]fileid.State
+	current []*Files
 	dir     []fileid.State
 	statErr []error
 	base    []string
@@ -90,38 +89,50 @@ type watch struct {
 // directory that sent no event: Options.Unchanged) reuses it instead of
 // reading them again. It is never changed once made.
 type pathStat struct {
-	cur   map[Role]fileid.State
+	cur   Files
 	birth [3]int64 // by index in Roles
 	dir   fileid.State
 	real  string // the directory with symlinks resolved; "" when unknown
 	err   error  // what could not be read (not a missing file)
 }
 
-// statPaths reads what is at t's paths now.
-func statPaths(t Target, real realDirs) *pathStat {
-	ps := &pathStat{cur: make(map[Role]fileid.State, len(Roles))}
-	for ri, r := range Roles {
-		st, birth, err := lstatFile(t.RolePath(r))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			ps.err = errors.Join(ps.err, err)
-		}
-		ps.cur[r] = st
-		if ri < len(ps.birth) {
-			ps.birth[ri] = birth
-		}
+// cleanPath is filepath.Clean, without its walk of every byte for an
+// absolute path that is clean already (every store's, every scan).
+func cleanPath(p string) string {
+	if isClean(p) {
+		return p
 	}
-	dir := filepath.Dir(t.Path)
-	dst, err := statState(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		ps.err = errors.Join(ps.err, err)
-	}
-	ps.dir = dst
-	ps.real, _ = real.of(dir)
-	return ps
+	return filepath.Clean(p)
 }
 
-func newWatch(targets []Target, known []KnownFile, reuse map[string]*pathStat) *watch {
-	return watchFor(targets, Options{Known: known, reuse: reuse})
+// isClean reports whether p is an absolute path filepath.Clean leaves as
+// it is: no empty, "." or ".." element and no trailing slash. One pass:
+// every full scan asks it of every store's path, and six substring
+// searches a path were a tenth of an idle 10,000-store agent's CPU.
+func isClean(p string) bool {
+	if len(p) < 2 || p[0] != '/' || p[len(p)-1] == '/' {
+		return false
+	}
+	start := 1 // of the current element
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		switch p[start:i] {
+		case "", ".", "..":
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
+
+// at is s[i], nil past its end.
+func at(s []*pathStat, i int) *pathStat {
+	if i < len(s) {
+		return s[i]
+	}
+	return nil
 }
 
 // watchFor is the index of one scan. Each target's paths are read unless
@@ -135,12 +146,11 @@ func watchFor(targets []Target, o Options) *watch {
 	stated := 0
 	real := realDirs{}
 	for i, t := range targets {
-		p := filepath.Clean(t.Path)
-		ps := o.reuse[p]
+		ps := at(o.reuse, i)
 		if ps == nil {
-			ps = statPaths(Target{Path: p}, real)
+			ps = statPaths(Target{Path: cleanPath(t.Path), Dir: t.Dir}, real)
 			stated++
-			if old := o.last[p]; old != nil && old.same(ps) {
+			if old := at(o.last, i); old != nil && old.same(ps) {
 				ps = old
 			}
 		}
@@ -161,8 +171,17 @@ func (w *watch) builtFrom(targets []Target, stats []*pathStat, known []KnownFile
 	if len(targets) != len(w.targets) || !slices.Equal(known, w.known) {
 		return false
 	}
-	// The same set of targets, in any order (the caller's is a map's).
+	// The same set of targets, in any order; in the same order (the
+	// caller's usually is) without a map lookup each.
+	ordered := len(w.index) == len(w.targets)
 	for i, t := range targets {
+		if ordered && w.targets[i].Path == t.Path {
+			if stats[i] != w.stats[i] {
+				return false
+			}
+			continue
+		}
+		ordered = false
 		j, ok := w.index[t.Path]
 		if !ok {
 			j, ok = w.index[filepath.Clean(t.Path)]
@@ -176,15 +195,7 @@ func (w *watch) builtFrom(targets []Target, stats []*pathStat, known []KnownFile
 
 // same reports whether two reads of a store's paths found the same.
 func (ps *pathStat) same(o *pathStat) bool {
-	if ps.err != nil || o.err != nil || ps.birth != o.birth || ps.dir != o.dir || ps.real != o.real {
-		return false
-	}
-	for _, r := range Roles {
-		if ps.cur[r] != o.cur[r] {
-			return false
-		}
-	}
-	return true
+	return ps.err == nil && o.err == nil && ps.birth == o.birth && ps.dir == o.dir && ps.real == o.real && ps.cur == o.cur
 }
 
 func buildWatch(targets []Target, stats []*pathStat) *watch {
@@ -202,7 +213,7 @@ func buildWatch(targets []Target, stats []*pathStat) *watch {
 		ps := stats[i]
 		w.stats = append(w.stats, ps)
 		for ri, r := range Roles {
-			st := ps.cur[r]
+			st := ps.cur.Of(r)
 			w.roleBases[filepath.Base(t.RolePath(r))] = true
 			// Only a regular file can be a store's file: a FIFO or a
 			// device node put at the path is nobody's generation.
@@ -214,7 +225,7 @@ func buildWatch(targets []Target, stats []*pathStat) *watch {
 				}
 			}
 		}
-		w.current = append(w.current, ps.cur)
+		w.current = append(w.current, &ps.cur)
 		dir := filepath.Dir(t.Path)
 		w.dir = append(w.dir, ps.dir)
 		w.statErr = append(w.statErr, ps.err)
@@ -295,13 +306,22 @@ func (w *watch) storeIndex(path string) int {
 	return -1
 }
 
-// realDirs resolves store directories' symlinks, each parent once: many
-// stores share a parent (a home's profiles/), and resolving every
-// component of every store's directory at every scan was most of a scan
-// of thousands of idle stores.
+// realDirs is the spelling the kernel reports (symlinks resolved) of
+// store directories, each parent looked at once: many stores share a
+// parent (a home's profiles/), and looking at every component of every
+// store's directory at every scan was most of a scan of thousands of idle
+// stores.
+//
+// It never follows a symlink. Discovery records store paths resolved, so
+// a symlink on one now was put there since (a directory swapped for a
+// link to another user's); resolving it would make the other directory's
+// files this store's by name, and their holders orphan writers of it. Such
+// a directory gets no second spelling: the name rule looks only at the
+// path as recorded, and the inode rule is unaffected.
 type realDirs map[string]string
 
-// of is filepath.EvalSymlinks(dir), from the resolved parent.
+// of is dir when no component of it is a symlink (each checked with
+// lstat, from the parent down, once per scan), else "".
 func (m realDirs) of(dir string) (string, bool) {
 	if r, ok := m[dir]; ok {
 		return r, r != ""
@@ -313,11 +333,14 @@ func (m realDirs) of(dir string) (string, bool) {
 	case parent == dir:
 		r = dir
 	case fi.Mode()&fs.ModeSymlink != 0:
-		r, _ = filepath.EvalSymlinks(dir)
+		// Not followed (see realDirs).
 	default:
 		if p, ok := m.of(parent); ok {
 			r = filepath.Join(p, filepath.Base(dir))
 		}
+	}
+	if r == dir {
+		r = dir // the caller's string, not a copy kept per store
 	}
 	m[dir] = r
 	return r, r != ""
@@ -442,7 +465,7 @@ func (w *watch) held(o observation, store int, r Role, current bool, m Match, kn
 		h.HostPath = knownPath
 	}
 	if current && !o.nlinkKnown {
-		h.Nlink = w.current[store][r].Nlink
+		h.Nlink = w.current[store].Of(r).Nlink
 	}
 	if o.fd >= 0 {
 		h.Evidence = append(h.Evidence, EvidenceFD)

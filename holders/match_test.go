@@ -10,10 +10,10 @@ import (
 
 func TestCouldOpen(t *testing.T) {
 	dir := fileid.State{Exists: true, Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000}
-	private := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o600, UID: 1000, GID: 1000}}
-	group := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o640, UID: 1000, GID: 50}}
-	world := map[Role]fileid.State{RoleMain: {Exists: true, Mode: 0o600, UID: 1000}, RoleWAL: {Exists: true, Mode: 0o644, UID: 1000}}
-	none := map[Role]fileid.State{}
+	private := &Files{{Exists: true, Mode: 0o600, UID: 1000, GID: 1000}}
+	group := &Files{{Exists: true, Mode: 0o640, UID: 1000, GID: 50}}
+	world := &Files{{Exists: true, Mode: 0o600, UID: 1000}, {Exists: true, Mode: 0o644, UID: 1000}}
+	none := &Files{}
 	groups := func(g ...int) func() ([]int, bool) { return func() ([]int, bool) { return g, true } }
 	unknownGroups := func() ([]int, bool) { return nil, false }
 	closedDir := dir
@@ -23,7 +23,7 @@ func TestCouldOpen(t *testing.T) {
 		name  string
 		b     blindProc
 		dir   fileid.State
-		files map[Role]fileid.State
+		files *Files
 		want  bool
 	}{
 		{"root always", blindProc{Blind: Blind{UID: 0}}, dir, private, true},
@@ -63,7 +63,7 @@ func TestMatchFoldsFdAndMapping(t *testing.T) {
 	w := &watch{
 		targets: []Target{{Path: "/d/state.db"}},
 		base:    []string{"state.db"},
-		current: []map[Role]fileid.State{{RoleSHM: {Exists: true, ID: fileid.ID{Dev: 1, Ino: 30}, Nlink: 1}}},
+		current: []*Files{{2: {Exists: true, ID: fileid.ID{Dev: 1, Ino: 30}, Nlink: 1}}},
 		byDir:   map[string][]int{"/d": {0}},
 		ids: map[fileid.ID][]idRef{
 			{Dev: 1, Ino: 30}: {{store: 0, role: RoleSHM, current: true, path: "/d/state.db-shm"}},

@@ -14,6 +14,7 @@ import (
 // procStat is what the scan needs from /proc/<pid>/stat.
 type procStat struct {
 	State      byte
+	PPid       int    // field 4
 	Flags      uint64 // field 9, the kernel's PF_* flags
 	StartTicks uint64
 }
@@ -33,10 +34,14 @@ func parseProcStat(b []byte) (procStat, error) {
 		return procStat{}, fmt.Errorf("no ')' in %q", b)
 	}
 	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state); field 9 (flags) is f[6]; field 22
-	// (starttime) is f[19].
+	// f[0] is field 3 (state); field 4 (ppid) is f[1]; field 9 (flags)
+	// is f[6]; field 22 (starttime) is f[19].
 	if len(f) < 20 || len(f[0]) != 1 {
 		return procStat{}, fmt.Errorf("short stat line %q", b)
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("ppid %q: %w", f[1], err)
 	}
 	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
 	if err != nil {
@@ -46,7 +51,7 @@ func parseProcStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("starttime %q: %w", f[19], err)
 	}
-	return procStat{State: f[0][0], Flags: flags, StartTicks: ticks}, nil
+	return procStat{State: f[0][0], PPid: ppid, Flags: flags, StartTicks: ticks}, nil
 }
 
 // mapsEntry is one line of /proc/<pid>/maps that names a file.

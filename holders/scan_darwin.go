@@ -171,3 +171,12 @@ func (s *darwinScanner) inspect(pid int) {
 	}
 	s.c.add(p, hs)
 }
+
+// StartTimeOf is the wall-clock start of a process from its StartTicks
+// (microseconds since the epoch on macOS).
+func StartTimeOf(ticks uint64) time.Time {
+	if ticks == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(int64(ticks))
+}

@@ -22,13 +22,23 @@ import (
 // lstatFile is lstat(2) through statx, which also gives the birth time
 // (0 where the filesystem keeps none).
 func lstatFile(path string) (fileid.State, int64, error) {
+	return statxAt(unix.AT_FDCWD, path, path)
+}
+
+// lstatFileAt is lstatFile of name in the directory fd (dir is its path,
+// for messages), so no component of a path is looked up by name again.
+func lstatFileAt(fd int, dir, name string) (fileid.State, int64, error) {
+	return statxAt(fd, name, dir+"/"+name)
+}
+
+func statxAt(fd int, name, path string) (fileid.State, int64, error) {
 	var stx unix.Statx_t
-	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
+	err := unix.Statx(fd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx)
 	if err != nil {
 		return fileid.State{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	st := fileid.State{Exists: true, ID: fileid.ID{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino},
-		Nlink: uint64(stx.Nlink), Mode: statxMode(stx.Mode), UID: int(stx.Uid), GID: int(stx.Gid)}
+		Nlink: uint64(stx.Nlink), Mode: fileid.ModeOf(uint32(stx.Mode)), UID: int(stx.Uid), GID: int(stx.Gid)}
 	return st, statxBirth(&stx), nil
 }
 
@@ -38,35 +48,6 @@ func statxBirth(stx *unix.Statx_t) int64 {
 		return 0
 	}
 	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
-}
-
-// statxMode converts st_mode bits to an fs.FileMode, as os.Lstat does.
-func statxMode(m uint16) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		mode |= fs.ModeDir
-	case unix.S_IFLNK:
-		mode |= fs.ModeSymlink
-	case unix.S_IFIFO:
-		mode |= fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		mode |= fs.ModeSocket
-	case unix.S_IFCHR:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		mode |= fs.ModeDevice
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 func scanAll(targets []Target, known map[int]Process, o Options) (*Result, error) {
@@ -101,7 +82,7 @@ func scanPids(targets []Target, pids []int, known map[int]Process, o Options) (*
 		return nil, err
 	}
 	defer unix.Close(proc)
-	e := newScanEnv(newWatch(targets, o.Known, o.reuse), proc, known, o)
+	e := newScanEnv(watchFor(targets, Options{Known: o.Known, reuse: o.reuse, last: o.last}), proc, known, o)
 	want := slices.Clone(pids)
 	for pid := range e.locks.byPid {
 		want = append(want, pid)
@@ -407,7 +388,15 @@ func fdString(fd int) string {
 // every Linux architecture Go supports.
 const userHZ = 100
 
+// bootTime is when the system booted, to the microsecond: the wall clock
+// less CLOCK_BOOTTIME (the clock /proc's start ticks count on). /proc/stat's
+// btime is whole seconds, which put every start time up to a second early
+// (a rewritten main's cut is taken from its rewriter's start).
 var bootTime = sync.OnceValue(func() time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err == nil {
+		return time.Now().Add(-time.Duration(ts.Nano()))
+	}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return time.Time{}
@@ -429,3 +418,7 @@ func ticksTime(ticks uint64) time.Time {
 	}
 	return bt.Add(time.Duration(ticks) * time.Second / userHZ)
 }
+
+// StartTimeOf is the wall-clock start of a process from its StartTicks
+// (ProcRef.StartTicks); zero when the boot time cannot be read.
+func StartTimeOf(ticks uint64) time.Time { return ticksTime(ticks) }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -55,7 +54,7 @@ func byRole(p *Process) map[Role]Held {
 
 // wantHeld checks p holds exactly the roles in want, each current or
 // orphan as want says, and every orphan is what was at the path before.
-func wantHeld(t *testing.T, p *Process, want map[Role]bool, before map[Role]fileid.State) {
+func wantHeld(t *testing.T, p *Process, want map[Role]bool, before *Files) {
 	t.Helper()
 	got := byRole(p)
 	if len(got) != len(want) {
@@ -69,8 +68,8 @@ func wantHeld(t *testing.T, p *Process, want map[Role]bool, before map[Role]file
 		if h.Current != current {
 			t.Errorf("pid %d %s: current=%v, want %v (%+v)", p.Pid, r, h.Current, current, h)
 		}
-		if h.ID != before[r].ID {
-			t.Errorf("pid %d %s: holds %v, the writer opened %v", p.Pid, r, h.ID, before[r].ID)
+		if h.ID != before.Of(r).ID {
+			t.Errorf("pid %d %s: holds %v, the writer opened %v", p.Pid, r, h.ID, before.Of(r).ID)
 		}
 		if !current && h.Nlink != 0 {
 			t.Errorf("pid %d %s: orphan has nlink %d, want 0", p.Pid, r, h.Nlink)
@@ -120,8 +119,8 @@ func TestScanWriterIsCurrentHolder(t *testing.T) {
 		t.Errorf("metadata uid=%d user=%q exe=%q cmdline=%q", p.UID, p.User, p.Exe, p.Cmdline)
 	}
 	for _, r := range Roles {
-		if !s.Current[r].Exists {
-			t.Errorf("%s should exist: %+v", r, s.Current[r])
+		if !s.Current.Of(r).Exists {
+			t.Errorf("%s should exist: %+v", r, s.Current.Of(r))
 		}
 	}
 
@@ -171,7 +170,7 @@ func TestScanStoreWithoutWriterIsClear(t *testing.T) {
 		}
 		t.Logf("clear unreachable on this host, uninspectable: %+v", s.Blind)
 	}
-	if !s.Current[RoleMain].Exists || s.Current[RoleWAL].Exists {
+	if !s.Current.Of(RoleMain).Exists || s.Current.Of(RoleWAL).Exists {
 		t.Errorf("current: %+v", s.Current)
 	}
 }
@@ -205,7 +204,7 @@ func TestScanRenameOverMakesMainOrphan(t *testing.T) {
 	before := scanOne(t, db).Current
 	hermestest.RenameFreshOver(t, db)
 	s := scanOne(t, db)
-	if s.Current[RoleMain].ID == before[RoleMain].ID {
+	if s.Current.Of(RoleMain).ID == before.Of(RoleMain).ID {
 		t.Fatal("rename-over did not change main's identity")
 	}
 	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: false, RoleWAL: true, RoleSHM: true}, before)
@@ -221,7 +220,7 @@ func TestScanRestoreMakesAllThreeOrphans(t *testing.T) {
 	removeSidecars(t, db)
 	s := scanOne(t, db)
 	wantHeld(t, holder(t, s, w.Pid), map[Role]bool{RoleMain: false, RoleWAL: false, RoleSHM: false}, before)
-	if s.Current[RoleWAL].Exists || s.Current[RoleSHM].Exists {
+	if s.Current.Of(RoleWAL).Exists || s.Current.Of(RoleSHM).Exists {
 		t.Errorf("sidecars still at the path: %+v", s.Current)
 	}
 }
@@ -308,12 +307,12 @@ func TestScanFindsMappingOnlyHolder(t *testing.T) {
 			t.Fatalf("mode %d: files %+v", mode, p.Files)
 		}
 		h := p.Files[0]
-		if h.Role != RoleMain || h.FD != -1 || !h.Mapped || h.Current || h.ID != before[RoleMain].ID || h.Nlink != 0 {
-			t.Errorf("mode %d: want an orphan mapping of the old main %v, got %+v", mode, before[RoleMain].ID, h)
+		if h.Role != RoleMain || h.FD != -1 || !h.Mapped || h.Current || h.ID != before.Of(RoleMain).ID || h.Nlink != 0 {
+			t.Errorf("mode %d: want an orphan mapping of the old main %v, got %+v", mode, before.Of(RoleMain).ID, h)
 		}
 	}
 	if os.Geteuid() == 0 {
-		f, err := PinMapped(pid, before[RoleMain].ID)
+		f, err := PinMapped(pid, before.Of(RoleMain).ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func TestScanAnswersForEveryTarget(t *testing.T) {
 			t.Errorf("%s: holders %+v verdict %s", s.Target.Path, s.Holders, s.Verdict)
 		}
 		for _, r := range Roles {
-			if st, ok := s.Current[r]; !ok || st.Exists {
+			if st := s.Current.Of(r); s.Current == nil || st.Exists {
 				t.Errorf("%s %s: %+v", s.Target.Path, r, st)
 			}
 		}

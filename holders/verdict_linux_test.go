@@ -71,7 +71,7 @@ func TestLockEvidenceFindsUninspectableWriter(t *testing.T) {
 	p := holder(t, s, w.Pid)
 	lockOnly(t, p)
 	got := byRole(p)
-	if len(got) != 2 || !got[RoleMain].Current || !got[RoleSHM].Current || got[RoleMain].ID != before[RoleMain].ID {
+	if len(got) != 2 || !got[RoleMain].Current || !got[RoleSHM].Current || got[RoleMain].ID != before.Of(RoleMain).ID {
 		t.Fatalf("writer seen holding %+v, want main and shm, current", p.Files)
 	}
 	if p.MayWrite() == false || p.User != "root" || !slices.Contains(p.Cmdline, db) {
@@ -86,8 +86,8 @@ func TestLockEvidenceFindsUninspectableWriter(t *testing.T) {
 	p = holder(t, s, w.Pid)
 	lockOnly(t, p)
 	got = byRole(p)
-	if m := got[RoleMain]; m.Current || m.ID != before[RoleMain].ID || !got[RoleSHM].Current || !p.Orphan() {
-		t.Fatalf("after the rename-over: %+v, want an orphan main %v and the current shm", p.Files, before[RoleMain].ID)
+	if m := got[RoleMain]; m.Current || m.ID != before.Of(RoleMain).ID || !got[RoleSHM].Current || !p.Orphan() {
+		t.Fatalf("after the rename-over: %+v, want an orphan main %v and the current shm", p.Files, before.Of(RoleMain).ID)
 	}
 	if len(s.Orphans()) != 1 {
 		t.Errorf("orphans %+v", s.Orphans())
@@ -96,7 +96,7 @@ func TestLockEvidenceFindsUninspectableWriter(t *testing.T) {
 	removeSidecars(t, db)
 	s = &sess.scan().Stores[0]
 	got = byRole(holder(t, s, w.Pid))
-	if got[RoleMain].Current || got[RoleSHM].Current || got[RoleSHM].ID != before[RoleSHM].ID {
+	if got[RoleMain].Current || got[RoleSHM].Current || got[RoleSHM].ID != before.Of(RoleSHM).ID {
 		t.Fatalf("after the sidecars went: %+v, want every inode orphaned", got)
 	}
 }

@@ -26,6 +26,7 @@ func StartTicks(pid int) (uint64, error) {
 // WAL mode always has its -wal and -shm open as fds.
 type Peek struct {
 	Ref  ProcRef
+	PPid int
 	Exe  string
 	Open map[fileid.ID]bool
 }
@@ -37,7 +38,7 @@ func PeekFDs(pid int, ids ...fileid.ID) (Peek, error) {
 	if err != nil {
 		return Peek{}, err
 	}
-	pk := Peek{Ref: ProcRef{Pid: pid, StartTicks: st.StartTicks}, Open: map[fileid.ID]bool{}}
+	pk := Peek{Ref: ProcRef{Pid: pid, StartTicks: st.StartTicks}, PPid: st.PPid, Open: map[fileid.ID]bool{}}
 	base := "/proc/" + strconv.Itoa(pid)
 	pk.Exe, _ = os.Readlink(base + "/exe")
 	ents, err := os.ReadDir(base + "/fd")

@@ -13,6 +13,7 @@ func Writes(ProcRef, fileid.ID) bool { return false }
 // Peek is a quick look at one process's fds (Linux only).
 type Peek struct {
 	Ref  ProcRef
+	PPid int
 	Exe  string
 	Open map[fileid.ID]bool
 }

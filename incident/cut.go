@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
@@ -11,16 +12,24 @@ import (
 	"github.com/stateguard/stateguard/store"
 )
 
-// The frame cut (docs/design.md §7, step 6): a replaced or mispaired
-// store's divert replays what the orphan committed after the replacement,
+// The frame cut (docs/design.md §7, step 6): a replaced, mispaired or
+// rewritten store's divert replays what the orphan committed after the
+// replacement,
 // decided by the orphan WAL's position when the agent saw the change.
 // Detection reads it through the guard's fds on the old generation, the
 // moment the change is seen (Opening.Cut); when the guard held nothing
 // there, the pins give it, read while the holders are still frozen. An
 // incident found at start (the change happened while no agent ran) has
 // no cut: its divert falls back to the timestamps, with replaceMargin.
+// A rewritten main's cut is read by the gate (as root with fanotify) at
+// the tool's open, once the writers it froze are seen stopped
+// (Opening.Cut); else at the pins: late when the writers were frozen only
+// after the rewriter's first write, and its time then keeps replaceMargin
+// (live.cutLate).
 
-func cutKind(k journal.Kind) bool { return k == journal.KindReplaced || k == journal.KindMispaired }
+func cutKind(k journal.Kind) bool {
+	return k == journal.KindReplaced || k == journal.KindMispaired || k == journal.KindRewritten
+}
 
 func cutRecord(c *recovery.FrameCut, source string) *journal.WALCutRecord {
 	return &journal.WALCutRecord{Frame: c.Frame, Salt1: c.Salt1, Salt2: c.Salt2, At: c.At, Source: source}
@@ -54,11 +63,28 @@ func (e *Engine) cutFromPins(li *live) {
 		li.cutWanted = false
 		return
 	}
-	li.cut = &recovery.FrameCut{WALCut: c, At: li.replacedAt}
+	li.cut = &recovery.FrameCut{WALCut: c, At: li.cutTime()}
 	rec := cutRecord(li.cut, "pin")
 	e.record(li, journal.Step{Name: journal.StepWALCut, Detail: map[string]any{"frame": c.Frame, "source": "pin"}},
 		func(inc *journal.Incident) { inc.Detail.WALCut = rec })
 	e.log.Log(e.ctx, slog.LevelDebug, "wal cut read at the pins", "incident", li.id, "cut", c.String())
+}
+
+// cutTime is the time half of a cut read at the pins: a row the orphan
+// had committed by the cut is rolled back only if stamped by then. For a
+// replacement it is the change itself (the frames after the cut were
+// committed after it). For a rewritten main whose writers the gate froze
+// on the tool's open, before it wrote a byte, it is the rewrite too: what
+// they had committed by then is what the restore overwrote, however long
+// the tool ran before its open (its start is no cut: rows committed since
+// may already be checkpointed into the main the tool overwrites, and the
+// rows' stamps precede their commits by an unknown delay). Without a
+// gate the cut comes late and keeps replaceMargin.
+func (li *live) cutTime() time.Time {
+	if li.kind == journal.KindRewritten && li.cutLate {
+		return li.replacedAt.Add(-replaceMargin)
+	}
+	return li.replacedAt
 }
 
 // checkpointHolder is a Procs that can keep an orphan from checkpointing.

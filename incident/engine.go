@@ -49,9 +49,10 @@ type Salvage interface {
 	Snapshot(ctx context.Context, dbPath string, main *os.File, dst string) error
 	// FinishBackfill completes the checkpoint a frozen sidecar_lost holder
 	// was stopped in the middle of, from its pinned -wal and -shm, into
-	// the shared main at dbPath (recovery.FinishInterruptedBackfill), so
+	// the shared main of st, through its directory handle
+	// (recovery.FinishBackfill), so
 	// the snapshot and the new generation read a whole database.
-	FinishBackfill(ctx context.Context, dbPath string, main, wal, shm *os.File) (recovery.BackfillReport, error)
+	FinishBackfill(ctx context.Context, st store.Store, main, wal, shm *os.File) (recovery.BackfillReport, error)
 	Stage(recovery.CaptureRequest) (string, error)
 	Quarantine(dbPath, staging string, want map[string]fileid.ID) ([]string, error)
 	Capture(context.Context, recovery.CaptureSource, recovery.CaptureRequest) (recovery.Capture, error)
@@ -153,7 +154,7 @@ func New(ctx context.Context, st store.Store, d Deps) *Engine {
 	if d.Metrics == nil {
 		d.Metrics = noMetrics{}
 	}
-	e := &Engine{st: st, target: holders.Target{Path: st.Path}, d: d, table: newTable(),
+	e := &Engine{st: st, target: holders.Target{Path: st.Path, Dir: holders.DirRecord{ID: st.DirID.ID, UID: st.DirID.UID}}, d: d, table: newTable(),
 		log: d.Log.With("subsystem", "incident", "store", st.Path, "profile", st.Profile), live: map[string]*live{}}
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	return e
@@ -271,6 +272,24 @@ func (e *Engine) all() []*live {
 }
 
 func (e *Engine) policies() PolicySet { return e.d.Config().Policies }
+
+// wakeIn wakes the owner after d, for a step waiting on a short quiet.
+func (e *Engine) wakeIn(d time.Duration) {
+	if e.d.Wake == nil {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-e.ctx.Done():
+		case <-t.C:
+			e.d.Wake()
+		}
+	}()
+}
 
 // watchExit wakes the owner when a holder exits, so the capture starts at
 // once rather than at the next tick.

@@ -220,7 +220,7 @@ func (f *fakeProcs) Writes(r holders.ProcRef, _ fileid.ID) bool {
 	return f.writing[r.Pid]
 }
 
-func (s *fakeSalvage) FinishBackfill(context.Context, string, *os.File, *os.File, *os.File) (recovery.BackfillReport, error) {
+func (s *fakeSalvage) FinishBackfill(context.Context, store.Store, *os.File, *os.File, *os.File) (recovery.BackfillReport, error) {
 	return recovery.BackfillReport{}, nil
 }
 

@@ -35,26 +35,18 @@ type sessionFile struct {
 }
 
 // sessionFiles lists the regular *.jsonl files directly in sessions/
-// (never following a symlink: a link is not Hermes' file).
+// (never following a symlink: a link is not Hermes' file), read through
+// the profile directory's handle (readStoreSubdir).
 func (e *Engine) sessionFiles() []sessionFile {
-	dir := e.sessionsDir()
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return nil
-	}
-	ents, err := os.ReadDir(dir)
+	all, err := readStoreSubdir(e.st, "sessions")
 	if err != nil {
 		return nil
 	}
-	var out []sessionFile
-	for _, e := range ents {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
-			continue
+	out := all[:0]
+	for _, f := range all {
+		if strings.HasSuffix(f.path, ".jsonl") {
+			out = append(out, f)
 		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		out = append(out, sessionFile{path: filepath.Join(dir, e.Name()), size: fi.Size()})
 	}
 	return out
 }

@@ -2,10 +2,8 @@ package incident
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"syscall"
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
@@ -88,27 +86,20 @@ func (r Recovery) Snapshot(ctx context.Context, dbPath string, main *os.File, ds
 		r.Log.Warn("no read transaction on the new generation; snapshotting anyway", "subsystem", "incident",
 			"store", dbPath, "err", err)
 	}
-	err = r.asOwner(func() error { return recovery.SnapshotMain(ctx, dbPath, main, dst) })
+	err = r.asOwner(func() error { return recovery.SnapshotMainIn(ctx, dbPath, r.Dir, main, dst) })
 	if end != nil {
 		end()
 	}
 	return err
 }
 
-// FinishBackfill opens the shared main writable by its path, refusing it
-// unless it is still the pinned inode, and finishes the interrupted
-// checkpoint. The agent's SQLite connections use OFD locks, so closing
-// this fd cancels none of them.
-func (Recovery) FinishBackfill(ctx context.Context, dbPath string, main, wal, shm *os.File) (recovery.BackfillReport, error) {
-	rw, err := os.OpenFile(dbPath, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return recovery.BackfillReport{}, fmt.Errorf("finish checkpoint: open %s: %w", dbPath, err)
-	}
-	defer rw.Close()
-	if !sameFile(rw, main) {
-		return recovery.BackfillReport{}, fmt.Errorf("finish checkpoint: %s is no longer the pinned main: left as it is", dbPath)
-	}
-	return recovery.FinishInterruptedBackfill(ctx, dbPath, recovery.BackfillSource{Main: rw, WAL: wal, SHM: shm})
+// FinishBackfill finishes the interrupted checkpoint through the store
+// directory's handle (recovery.FinishBackfill): the main is opened for
+// writing there, never by its name, and only if it is the pinned inode.
+// The agent's SQLite connections use OFD locks, so closing that fd
+// cancels none of them.
+func (Recovery) FinishBackfill(ctx context.Context, st store.Store, main, wal, shm *os.File) (recovery.BackfillReport, error) {
+	return recovery.FinishBackfill(ctx, st, main, wal, shm)
 }
 
 func (r Recovery) Stage(req recovery.CaptureRequest) (dir string, err error) {
@@ -118,7 +109,10 @@ func (r Recovery) Stage(req recovery.CaptureRequest) (dir string, err error) {
 }
 
 func (r Recovery) Quarantine(dbPath, staging string, want map[string]fileid.ID) (moved []string, err error) {
-	err = r.asOwner(func() (err error) { moved, err = recovery.QuarantineSidecars(dbPath, staging, want); return err })
+	err = r.asOwner(func() (err error) {
+		moved, err = recovery.QuarantineSidecarsIn(dbPath, r.Dir, staging, want)
+		return err
+	})
 	return moved, err
 }
 
@@ -138,10 +132,4 @@ func (r Recovery) DivertWALImages(ctx context.Context, req recovery.DivertReques
 	req.Dir = r.Dir
 	err = r.asOwner(func() (err error) { rep, ws, err = recovery.DivertWALImages(ctx, req); return err })
 	return rep, ws, err
-}
-
-func sameFile(a, b *os.File) bool {
-	fa, errA := a.Stat()
-	fb, errB := b.Stat()
-	return errA == nil && errB == nil && fileid.Of(fa).ID == fileid.Of(fb).ID
 }

@@ -55,6 +55,11 @@ type live struct {
 	// could not read is read at the pins.
 	cut       *recovery.FrameCut
 	cutWanted bool
+	// cutLate: the cut is read after the change (a rewritten main whose
+	// writers were frozen only after the rewrite's first write): rows
+	// stamped in replaceMargin before it may have been committed after
+	// the change, and stay to replay.
+	cutLate bool
 	// marks is how far each Hermes session JSONL had been written when
 	// the incident opened (see hermes.go).
 	marks map[string]int64
@@ -82,6 +87,10 @@ const (
 	// WaitRewriter: a rewritten main's rewriter still has it open for
 	// writing; its writers stay frozen until it is done.
 	WaitRewriter Wait = "rewriter"
+	// WaitJoiners: a process that is no holder of the incident opened
+	// the new main with the old generation's sidecars; the quarantine
+	// waits for it to close them.
+	WaitJoiners Wait = "joiners"
 )
 
 // pending is what an incident waits for: one value instead of a deadline

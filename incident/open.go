@@ -22,9 +22,20 @@ type Opening struct {
 	// main).
 	Orphans []holders.Process
 	// Frozen are the orphans the detection stopped, by pid, and when.
-	Frozen   map[int]time.Time
-	At       time.Time // when the change was seen
-	Old, New *journal.GenerationRecord
+	Frozen map[int]time.Time
+	At     time.Time // when the change was seen
+	// SeenAt, when later than At, is when the event that showed the
+	// change arrived: At can be an earlier kick that was still queued
+	// (kicks coalesce keeping the earliest), and the freeze latency is
+	// measured from the event.
+	SeenAt time.Time
+	// FrozenAfter is, for orphans stopped acting on an event the agent
+	// read (the fast freeze's, the gate's open, a rewrite's write), how
+	// long after that event: their freeze latency, exact and never
+	// negative (a check's At and SeenAt can be other events', and a
+	// rewrite's At, its write, comes after the gate's stop at the open).
+	FrozenAfter map[int]time.Duration
+	Old, New    *journal.GenerationRecord
 	// Pins are fds the agent already holds on the orphan (the guard's
 	// copies, when no process holds it). The incident owns them: it
 	// closes them once captured, or at once if it cannot be opened.
@@ -45,7 +56,8 @@ type Opening struct {
 	// still fits the new content.
 	RewriteConfirmed bool
 	// Cut is where the orphan WAL stood when the change was seen, read
-	// through the guard's fds (replaced, mispaired); nil when unknown.
+	// through the guard's fds (replaced, mispaired) or by the rewrite gate
+	// at the rewriter's open (rewritten); nil when unknown.
 	Cut *store.WALCut
 }
 
@@ -56,20 +68,38 @@ type Pin struct {
 	File *os.File
 }
 
+// frozenBefore reports whether the detection froze every orphan by the
+// moment the change was seen: a rewrite's writers frozen by the gate on
+// the tool's open, before it wrote a byte, so their WAL at the pins is
+// their WAL at the rewrite.
+func frozenBefore(o Opening) bool {
+	for _, p := range o.Orphans {
+		if !p.MayWrite() {
+			continue
+		}
+		at, ok := o.Frozen[p.Pid]
+		if !ok || at.After(o.At) {
+			return false
+		}
+	}
+	return len(o.Orphans) > 0
+}
+
 // Open journals a new incident and runs its first steps at once: pin,
 // prepare, capture while frozen, release (docs/design.md §7, steps 3-5). If the
 // journal refuses it, holders the detection froze are thawed (none stays
 // stopped without a record) and the next check tries again.
 func (e *Engine) Open(o Opening) {
-	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st.Path, o.Kind, o.At),
+	li := &live{kind: o.Kind, policy: o.Policy, openedAt: e.d.Now(), replacedAt: replacedAt(e.st, o.Kind, o.At),
 		foreign: o.Quarantine, bystanders: o.Bystanders, rewriteConfirmed: o.RewriteConfirmed,
 		cutWanted: o.Old != nil && cutKind(o.Kind)}
 	if o.Rewriter != nil {
 		ref := o.Rewriter.Ref()
 		li.rewriter = &ref
 	}
+	li.cutLate = o.Kind == journal.KindRewritten && !frozenBefore(o)
 	if o.Cut != nil && li.cutWanted {
-		li.cut = &recovery.FrameCut{WALCut: *o.Cut, At: li.replacedAt}
+		li.cut = &recovery.FrameCut{WALCut: *o.Cut, At: li.cutTime()}
 	}
 	for _, p := range o.Pins {
 		e.pinned(li, &pin{role: p.Role, id: p.ID, f: p.File})
@@ -101,11 +131,22 @@ func (e *Engine) Open(o Opening) {
 	e.emit(slog.LevelError, "orphaned generation under a live process", EventIncidentOpened, li,
 		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders),
 		"read_only", readerPids(li.holders))
+	seen := o.At
+	if o.SeenAt.After(seen) {
+		seen = o.SeenAt
+	}
 	for _, h := range li.holders {
 		if t, ok := o.Frozen[h.ref.Pid]; ok {
-			e.d.Metrics.ObserveFreeze(t.Sub(o.At))
+			lat, ok := o.FrozenAfter[h.ref.Pid]
+			if !ok {
+				// Stopped for something before the change was seen (no
+				// event of its own told): the change's time is all
+				// there is, and a stop before it took no time after it.
+				lat = max(t.Sub(seen), 0)
+			}
+			e.d.Metrics.ObserveFreeze(lat)
 			e.emit(slog.LevelWarn, "holder frozen", EventHolderFrozen, li, "pid", h.ref.Pid, "exe", h.exe,
-				"latency_ms", float64(t.Sub(o.At).Microseconds())/1000)
+				"latency_ms", float64(lat.Microseconds())/1000)
 		}
 	}
 	for _, p := range li.pins {
@@ -132,7 +173,11 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	}
 	var cut *journal.WALCutRecord
 	if li.cut != nil {
-		cut = cutRecord(li.cut, "guard")
+		source := "guard"
+		if o.Kind == journal.KindRewritten {
+			source = "gate" // read at the rewriter's open
+		}
+		cut = cutRecord(li.cut, source)
 	}
 	state := open
 	if len(o.Frozen) > 0 {

@@ -72,6 +72,15 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}
+	if kindOf(li.kind).mainShared {
+		// The main snapshot a previous agent took stays next to the store
+		// until the capture adopts it: whichever step now ends the
+		// incident (a capture taken before release, the final one, a
+		// failure) removes it only if it is known here.
+		if dst := snapshotPath(e.st.Path, li.id); existsInStoreDir(e.st, dst) {
+			li.snapshot = dst
+		}
+	}
 	li.rewriteConfirmed = inc.Detail.RewriteConfirmed
 	if r := inc.Detail.Rewriter; r != nil {
 		li.rewriter = &holders.ProcRef{Pid: r.PID, StartTicks: r.StartTicks}
@@ -79,7 +88,7 @@ func (e *Engine) fromJournal(inc journal.Incident) *live {
 	if len(inc.Detail.Quarantined) > 0 && inc.Detail.CapturePath == "" {
 		// A mispaired store's sidecars were moved into a staging capture
 		// that was never finished: the capture adopts them from there.
-		if d := filepath.Dir(inc.Detail.Quarantined[0]); strings.HasSuffix(d, ".partial") && fileExists(d) {
+		if d := filepath.Dir(inc.Detail.Quarantined[0]); strings.HasSuffix(d, ".partial") && existsInStoreDir(e.st, d) {
 			li.staging = d
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/stateguard/stateguard/holders"
@@ -43,9 +42,9 @@ func (e *Engine) stepCapture(li *live) {
 		e.finish(li, failed, failStep("nothing pinned to capture: the orphan was gone before it could be pinned"))
 		return
 	}
-	c, ok := e.writeCapture(li, "final")
-	if !ok {
-		e.retryLater(li, "capture failed; the orphan stays pinned and the capture is retried (free space or raise capture.max_bytes)")
+	c, err := e.writeCapture(li, "final")
+	if err != nil {
+		e.retryLater(li, "capture failed; the orphan stays pinned and the capture is retried ("+captureHint(err)+")")
 		return
 	}
 	if li.early.dir != "" {
@@ -92,13 +91,27 @@ func (e *Engine) captured(li *live, dir string) {
 		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
 	e.unpin(li)
 	if li.snapshot != "" {
-		_ = os.Remove(li.snapshot)
+		_ = e.st.RemoveFile(li.snapshot) // through the directory's handle, never by name
 		li.snapshot = ""
 	}
 }
 
+// captureHint is what an operator can do about a failed capture: a
+// directory that is not the one discovery recorded (swapped, or reached
+// through a symlink) is not a matter of disk space.
+func captureHint(err error) string {
+	var over *recovery.BudgetError
+	switch {
+	case errors.As(err, &over):
+		return "free space or raise capture.max_bytes"
+	case errors.Is(err, store.ErrDirChanged) || errors.Is(err, store.ErrSymlinkInPath) || errors.Is(err, recovery.ErrUnsafeDir):
+		return "the store's directory is not the one discovery recorded, or is reached through a symlink: nothing was written; put the directory back, or capture the pinned orphan by hand"
+	}
+	return "check the error; free space or raise capture.max_bytes if the disk is full"
+}
+
 // writeCapture writes one capture of the pinned orphan and journals it.
-func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, bool) {
+func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, error) {
 	src := recovery.CaptureSource{}
 	for _, p := range li.pins {
 		switch p.role {
@@ -122,13 +135,13 @@ func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, bool) {
 		e.emit(slog.LevelError, "capture over budget; skipped", EventCaptureSkipped, li, "phase", phase,
 			"need_bytes", over.Need, "budget_bytes", over.Budget, "free_bytes", over.Free, "configured", over.Configured,
 			"err", err, "hint", "the orphan stays pinned and the capture is retried; free space or raise capture.max_bytes")
-		return c, false
+		return c, err
 	}
 	if err != nil {
 		e.d.Metrics.CaptureFailed()
 		e.emit(slog.LevelError, "capture failed", EventCaptureFailed, li, "phase", phase, "err", err,
-			"hint", "the orphan stays pinned; free space or raise capture.max_bytes, the capture is retried")
-		return c, false
+			"hint", "the orphan stays pinned and the capture is retried; "+captureHint(err))
+		return c, err
 	}
 	e.d.Metrics.CaptureWritten(c.Bytes)
 	e.emit(slog.LevelInfo, "capture written", EventCaptureWritten, li, "phase", phase, "path", c.Dir,
@@ -138,7 +151,7 @@ func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, bool) {
 		func(inc *journal.Incident) {
 			inc.Detail.CapturePath, inc.Detail.CaptureBytes, inc.Detail.Error = c.Dir, c.Bytes, ""
 		})
-	return c, true
+	return c, nil
 }
 
 // mainOrphaned reports whether the main the incident pinned is no longer
@@ -148,7 +161,7 @@ func (e *Engine) mainOrphaned(li *live) bool {
 	if p == nil {
 		return false
 	}
-	g, err := store.ReadGeneration(e.st.Path)
+	g, err := e.st.ReadGeneration()
 	if err != nil && !errors.Is(err, store.ErrFileChanged) {
 		return !g.Main.Exists
 	}

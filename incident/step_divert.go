@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
@@ -41,12 +39,12 @@ const (
 // replacedAt is when the main at path was replaced: the new main's ctime
 // (rename(2) sets it), when that is earlier than the moment the agent saw
 // the change — a restore done while the agent was down is seen late.
-func replacedAt(path string, kind journal.Kind, seen time.Time) time.Time {
+func replacedAt(s store.Store, kind journal.Kind, seen time.Time) time.Time {
 	if kind == journal.KindSidecarLost || kind == journal.KindRewritten {
 		return seen // the main keeps its inode: its ctime is the last write's
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	st, err := lstatInStoreDir(s, filepath.Base(s.Path))
+	if err != nil {
 		return seen
 	}
 	if c := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)); c.Before(seen) {

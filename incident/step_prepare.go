@@ -30,7 +30,7 @@ func (e *Engine) snapshotMain(li *live) {
 	if li.snapshot != "" {
 		return
 	}
-	if dst := snapshotPath(e.st.Path, li.id); fileExists(dst) {
+	if dst := snapshotPath(e.st.Path, li.id); existsInStoreDir(e.st, dst) {
 		li.snapshot = dst // taken by a previous agent
 		return
 	}
@@ -64,7 +64,7 @@ func (e *Engine) finishBackfill(ctx context.Context, li *live, main *pin) {
 	if wal == nil || shm == nil {
 		return
 	}
-	rep, err := e.d.Salvage.FinishBackfill(ctx, e.st.Path, main.f, wal.f, shm.f)
+	rep, err := e.d.Salvage.FinishBackfill(ctx, e.st, main.f, wal.f, shm.f)
 	switch {
 	case err != nil:
 		e.log.Warn("interrupted checkpoint not finished", "incident", li.id, "err", err)
@@ -77,13 +77,23 @@ func (e *Engine) finishBackfill(ctx context.Context, li *live, main *pin) {
 	}
 }
 
+// joinerMaxWait bounds how long a mispaired or rewritten store's frozen
+// writers wait for the processes that opened the new main with the old
+// generation's -wal/-shm (a backup, a status read) to close them.
+const joinerMaxWait = 10 * time.Second
+
 // quarantine moves a mispaired store's foreign sidecars into the
-// incident's staging capture, unless a new opener already joined them.
-func (e *Engine) quarantine(li *live) {
+// incident's staging capture. While a new opener holds them (it joined
+// them with the new main) they are left in place and the release waits
+// for it, up to joinerMaxWait: a reader is gone in a moment, and the
+// sidecars must not stay in place, where every later opener would read
+// the old generation's frames over the new main (a malformed store, and
+// a backup taken of it). Past the bound they are left in place and the
+// incident says so. It reports false while it waits (li.wait is set).
+func (e *Engine) quarantine(li *live) bool {
 	if li.quarantined {
-		return
+		return true
 	}
-	li.quarantined = true
 	want := li.foreign
 	if want == nil {
 		want = map[string]fileid.ID{}
@@ -93,17 +103,30 @@ func (e *Engine) quarantine(li *live) {
 			}
 		}
 	}
-	if joined := e.joiners(li); len(joined) > 0 {
+	if refs := e.joiners(li); len(refs) > 0 {
+		joined := pidsOf(refs)
+		if e.d.Now().Before(li.openedAt.Add(joinerMaxWait)) {
+			if li.wait.why != WaitJoiners {
+				e.log.Warn("a new opener holds the old generation's sidecars; the quarantine waits for it", "incident", li.id, "pids", joined)
+				for _, ref := range refs {
+					e.watchExit(ref) // quarantined the moment it is gone, not at the next tick
+				}
+			}
+			li.wait = pending{why: WaitJoiners}
+			return false
+		}
+		li.quarantined, li.wait = true, pending{}
 		msg := fmt.Sprintf("a new opener (pids %v) already joined the old generation's sidecars with the new main; files left in place, check the store by hand", joined)
 		e.emit(slog.LevelError, "mispaired sidecars already in use", EventCaptureFailed, li, "pids", joined, "critical", true)
 		e.note(li, msg)
-		return
+		return true
 	}
+	li.quarantined, li.wait = true, pending{}
 	staging, err := e.d.Salvage.Stage(e.captureRequest(li))
 	if err != nil {
 		e.emit(slog.LevelError, "stage capture failed", EventCaptureFailed, li, "err", err)
 		e.note(li, err.Error())
-		return
+		return true
 	}
 	li.staging = staging
 	moved, err := e.d.Salvage.Quarantine(e.st.Path, staging, want)
@@ -116,6 +139,7 @@ func (e *Engine) quarantine(li *live) {
 		e.record(li, journal.Step{Name: journal.StepQuarantined, Detail: map[string]any{"moved": moved}},
 			func(inc *journal.Incident) { inc.Detail.Quarantined = moved })
 	}
+	return true
 }
 
 // rewriteMaxWait bounds how long a rewritten main's writers stay frozen
@@ -138,36 +162,50 @@ func (e *Engine) afterRewrite(li *live) bool {
 		// been quiet a moment: nothing may read it half written.
 		if fi, err := main.f.Stat(); err == nil && time.Since(fi.ModTime()) < rewriteQuiet { // file times are the real clock
 			writing = true
+			// Looked at again when the quiet is over, not at the next
+			// tick: until the quarantine, any opener reads the old
+			// frames over the new main.
+			e.wakeIn(rewriteQuiet - time.Since(fi.ModTime()) + time.Millisecond)
 		}
 		if writing {
+			if li.wait.why != WaitRewriter && li.rewriter != nil {
+				e.watchExit(*li.rewriter)
+			}
 			li.wait = pending{why: WaitRewriter}
 			return false
 		}
 	}
 	li.wait = pending{}
-	e.quarantine(li)
-	return true
+	return e.quarantine(li)
 }
 
 // joiners lists processes outside the incident that hold the current
 // -wal or -shm: they opened the new main with the old sidecars. A
 // rewritten store's bystanders held them before the rewrite.
-func (e *Engine) joiners(li *live) []int {
+func (e *Engine) joiners(li *live) []holders.ProcRef {
 	sr, err := e.d.Scan.Targeted(e.target)
 	if err != nil {
 		return nil
 	}
-	var out []int
+	var out []holders.ProcRef
 	for _, p := range sr.Holders {
 		if li.holds(p.Ref()) || slices.Contains(li.bystanders, p.Ref()) || (li.rewriter != nil && *li.rewriter == p.Ref()) {
 			continue
 		}
 		for _, f := range p.Files {
 			if f.Role != holders.RoleMain && f.Current {
-				out = append(out, p.Pid)
+				out = append(out, p.Ref())
 				break
 			}
 		}
+	}
+	return out
+}
+
+func pidsOf(refs []holders.ProcRef) []int {
+	out := make([]int, len(refs))
+	for i, r := range refs {
+		out[i] = r.Pid
 	}
 	return out
 }
@@ -182,9 +220,4 @@ func (e *Engine) captureRequest(li *live) recovery.CaptureRequest {
 		DBPath: e.st.Path, PID: pid, IncidentID: li.id, Kind: string(li.kind),
 		MaxBytes: e.d.Config().CaptureMaxBytes, Staging: li.staging, Now: li.openedAt, Logger: e.d.Log,
 	}
-}
-
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }

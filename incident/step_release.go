@@ -146,9 +146,9 @@ func (e *Engine) captureEarly(li *live) bool {
 			return false
 		}
 	}
-	c, ok := e.writeCapture(li, "pre-release")
-	if !ok {
-		e.retryLater(li, "capture failed before release (disk full or over capture.max_bytes); the holders stay frozen and it is retried")
+	c, err := e.writeCapture(li, "pre-release")
+	if err != nil {
+		e.retryLater(li, "capture failed before release; the holders stay frozen and it is retried ("+captureHint(err)+")")
 		return false
 	}
 	li.early = capture{dir: c.Dir, stamps: li.stamps()}

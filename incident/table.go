@@ -83,7 +83,7 @@ func kindOf(k journal.Kind) kindSpec {
 	case journal.KindSidecarLost:
 		return kindSpec{prepare: always((*Engine).snapshotMain), mainShared: true}
 	case journal.KindMispaired:
-		return kindSpec{prepare: always((*Engine).quarantine)}
+		return kindSpec{prepare: (*Engine).quarantine}
 	case journal.KindRewritten:
 		return kindSpec{prepare: (*Engine).afterRewrite}
 	}

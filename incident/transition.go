@@ -3,7 +3,6 @@ package incident
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/stateguard/stateguard/journal"
@@ -97,7 +96,7 @@ func (e *Engine) finish(li *live, to journal.State, step journal.Step, update ..
 	}
 	e.unpin(li)
 	if li.snapshot != "" {
-		_ = os.Remove(li.snapshot)
+		_ = e.st.RemoveFile(li.snapshot) // through the directory's handle, never by name
 	}
 	e.forget(li)
 	switch to {

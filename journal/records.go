@@ -74,7 +74,7 @@ type WALCutRecord struct {
 	Salt1  uint32    `json:"salt1"`
 	Salt2  uint32    `json:"salt2"`
 	At     time.Time `json:"at"`
-	Source string    `json:"source,omitempty"` // guard (at detection) or pin
+	Source string    `json:"source,omitempty"` // guard (at detection), gate (at a rewriter's open) or pin
 }
 
 // GenerationRecord is a generation's identity as journaled.

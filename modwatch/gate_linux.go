@@ -47,15 +47,11 @@ type gate struct {
 	done  chan struct{}
 }
 
-// GateTimeout bounds how long an open for writing of a watched main is
-// held: after it the open is allowed, whether or not the writers are
-// frozen yet, and a rewrite.gate_timeout warning says so.
-const GateTimeout = 200 * time.Millisecond
-
-// EventGateTimeout is the stable "event" key of that warning.
-const EventGateTimeout = "rewrite.gate_timeout"
-
 const gateMask = unix.FAN_OPEN_PERM
+
+// flagsWait bounds how long the gate waits for an opener to be asleep in
+// its open(2) before reading its flags (openFlags).
+const flagsWait = 20 * time.Millisecond
 
 func newGate(w *Watcher, log *slog.Logger) (*gate, error) {
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_TID,
@@ -366,8 +362,21 @@ func tgidOf(tid int) int {
 // /proc/<tid>/syscall. Only the open calls whose flags are a plain
 // argument are read (openat2 passes them in memory): the others say
 // not told.
+//
+// The kernel reads a thread's system call only while the thread is off
+// its CPU, and says "running" otherwise. The opener queues the permission
+// event before it goes to sleep waiting for the answer, so on a loaded
+// machine the gate can read that file first: the open was then let
+// through unheld as "not told" (cp over a checkpointing writer, raced and
+// malformed). It cannot return without the answer, so "running" is read
+// again until it is asleep, for flagsWait at most.
 func openFlags(tid int) (int, bool) {
-	b, ok := readSmall("/proc/" + strconv.Itoa(tid) + "/syscall")
+	path := "/proc/" + strconv.Itoa(tid) + "/syscall"
+	b, ok := readSmall(path)
+	for deadline := time.Now().Add(flagsWait); ok && bytes.HasPrefix(b, []byte("running")) && time.Now().Before(deadline); {
+		_ = unix.Nanosleep(&unix.Timespec{Nsec: 50_000}, nil)
+		b, ok = readSmall(path)
+	}
 	if !ok {
 		return 0, false
 	}

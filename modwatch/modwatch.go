@@ -62,3 +62,11 @@ type Event struct {
 	Pid int       // the writer's pid (thread group), in the agent's pid namespace; 0 when not Attributed
 	At  time.Time // when the agent read it
 }
+
+// GateTimeout bounds how long an open for writing of a watched main is
+// held (gate_linux.go): after it the open is allowed, whether or not the
+// writers are frozen yet, and a rewrite.gate_timeout warning says so.
+const GateTimeout = 200 * time.Millisecond
+
+// EventGateTimeout is the stable "event" key of that warning.
+const EventGateTimeout = "rewrite.gate_timeout"

@@ -9,8 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
+	"path/filepath"
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
@@ -29,6 +28,11 @@ type BackfillSource struct {
 	Main *os.File
 	// WAL and SHM are the orphan's pinned -wal and -shm.
 	WAL, SHM *os.File
+	// Dir, when set, is the store directory's handle: the main and -wal
+	// at the path are looked up through it, and it must still verify
+	// before the first page is written. Unset (a test on a path of its
+	// own), they are looked up by name.
+	Dir *store.DirHandle
 }
 
 // BackfillReport says what FinishInterruptedBackfill found and did.
@@ -89,7 +93,7 @@ func FinishInterruptedBackfill(ctx context.Context, mainPath string, src Backfil
 	if err != nil {
 		return rep, fmt.Errorf("finish checkpoint of %s: %w; the main is left as it is", mainPath, err)
 	}
-	if err := checkSharedMain(mainPath, src.Main, src.WAL); err != nil {
+	if err := checkSharedMain(mainPath, src, src.Main, src.WAL); err != nil {
 		return rep, fmt.Errorf("finish checkpoint of %s: %w; the main is left as it is", mainPath, err)
 	}
 	return finishBackfill(ctx, mainPath, src, w, ix, rep)
@@ -210,36 +214,72 @@ func orphanWAL(ctx context.Context, f *os.File, ix walIndex) (*walsalvage.WAL, e
 	return w, nil
 }
 
-// checkSharedMain: main is still the file at mainPath, and the new
-// generation (whose -wal is at mainPath-wal, if any) has no frame in it.
-func checkSharedMain(mainPath string, main, orphanWAL *os.File) error {
+// checkSharedMain: main is still the file at mainPath (looked up through
+// src.Dir when set, which must still verify), and the new generation
+// (whose -wal is at mainPath-wal, if any) has no frame in it.
+func checkSharedMain(mainPath string, src BackfillSource, main, orphanWAL *os.File) error {
+	lstat := func(name string) (fileid.State, error) {
+		return fileid.Lstat(filepath.Join(filepath.Dir(mainPath), name))
+	}
+	if src.Dir != nil {
+		if err := src.Dir.Verify(); err != nil {
+			return err
+		}
+		lstat = src.Dir.Lstat
+	}
 	st, err := fstatFile(main)
 	if err != nil {
 		return fmt.Errorf("stat main fd: %w", err)
 	}
-	var pst unix.Stat_t
-	if err := unix.Lstat(mainPath, &pst); err != nil {
+	name := filepath.Base(mainPath)
+	pst, err := lstat(name)
+	if err != nil {
 		return err
 	}
-	if fileid.FromStat(&pst) != fileid.FromStat(&st) {
-		return fmt.Errorf("the main fd is %s but the path is now %s: the main was replaced", fileid.FromStat(&st), fileid.FromStat(&pst))
+	if !pst.Exists || pst.ID != fileid.FromStat(&st) {
+		return fmt.Errorf("the main fd is %s but the path is now %s: the main was replaced", fileid.FromStat(&st), pst.ID)
 	}
-	var wst unix.Stat_t
-	switch err := unix.Lstat(mainPath+"-wal", &wst); {
-	case errors.Is(err, unix.ENOENT):
+	wst, err := lstat(name + "-wal")
+	if err != nil {
+		return err
+	}
+	if !wst.Exists {
 		return nil
-	case err != nil:
-		return err
 	}
 	ost, err := fstatFile(orphanWAL)
 	if err != nil {
 		return fmt.Errorf("stat orphan -wal: %w", err)
 	}
-	if fileid.FromStat(&wst) == fileid.FromStat(&ost) {
+	if wst.ID == fileid.FromStat(&ost) {
 		return errors.New("the -wal at the path is the orphan's own: this is not a sidecar_lost store")
 	}
 	if wst.Size > store.WALHeaderSize {
 		return fmt.Errorf("%w: its -wal holds %d bytes of frames, written on the half-checkpointed main; restore the store from the incident's capture", ErrNewGenerationWrote, wst.Size-store.WALHeaderSize)
 	}
 	return nil
+}
+
+// FinishBackfill is FinishInterruptedBackfill on the store st: its
+// directory is opened without a symlink and must be the one discovery
+// recorded, the main is opened for writing through that handle (a regular
+// file owned by the directory's owner or root) and must be the pinned
+// main, and every look-up at the path goes through the handle. A
+// directory swapped in the meantime gets nothing written.
+func FinishBackfill(ctx context.Context, st store.Store, pinnedMain, wal, shm *os.File) (BackfillReport, error) {
+	h, err := st.OpenDir()
+	if err != nil {
+		return BackfillReport{}, fmt.Errorf("finish checkpoint of %s: %w; the main is left as it is", st.Path, err)
+	}
+	defer h.Close()
+	rw, err := h.OpenFileForWrite(filepath.Base(st.Path))
+	if err != nil {
+		return BackfillReport{}, fmt.Errorf("finish checkpoint: %w; the main is left as it is", err)
+	}
+	defer rw.Close() // the agent's SQLite uses OFD locks: this close cancels none
+	a, errA := fstatFile(rw)
+	b, errB := fstatFile(pinnedMain)
+	if errA != nil || errB != nil || fileid.FromStat(&a) != fileid.FromStat(&b) {
+		return BackfillReport{}, fmt.Errorf("finish checkpoint: %s is no longer the pinned main: left as it is", st.Path)
+	}
+	return FinishInterruptedBackfill(ctx, st.Path, BackfillSource{Main: rw, WAL: wal, SHM: shm, Dir: h})
 }

@@ -109,6 +109,22 @@ func (d capDir) verify() error {
 	return nil
 }
 
+// readDir lists the directory the fd names (not whatever is at its path
+// now), through a fresh fd of its own so d's offset is untouched.
+func (d capDir) readDir() ([]os.DirEntry, error) {
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.path, err)
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.path, err)
+	}
+	return ents, nil
+}
+
 // openChildDir opens the directory name inside d without following a symlink.
 func (d capDir) openChildDir(name string) (capDir, error) {
 	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -180,6 +196,53 @@ func (d capDir) mkdir(name string, owner Owner) (capDir, error) {
 		return capDir{}, fmt.Errorf("prepare %s: %w", d.join(name), err)
 	}
 	return sub, nil
+}
+
+// maxRemoveDepth bounds removeAll's descent: a divert's staging directory
+// is two levels deep; a deeper tree there is not stateguard's.
+const maxRemoveDepth = 8
+
+// removeAll removes name in d and, when it is a directory, everything
+// under it, through d's fd and fds of the subdirectories (never a path,
+// never a symlink followed): what it removes is inside the directory d
+// names even when the path to d was swapped since d was opened.
+func (d capDir) removeAll(name string) error {
+	if err := removeAllAt(d.fd, name, d.join(name), maxRemoveDepth); err != nil {
+		return fmt.Errorf("remove %s: %w", d.join(name), err)
+	}
+	return nil
+}
+
+func removeAllAt(parent int, name, path string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return unix.Unlinkat(parent, name, 0)
+	}
+	if depth == 0 {
+		return fmt.Errorf("%s is nested deeper than %d directories: not removed (remove it by hand)", path, maxRemoveDepth)
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := removeAllAt(fd, n, filepath.Join(path, n), depth-1); err != nil {
+			return err
+		}
+	}
+	return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
 }
 
 func (d capDir) sync() error {

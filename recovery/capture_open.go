@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/store"
 )
 
 // ErrCaptureDamaged marks a capture whose files do not match its manifest
@@ -20,6 +22,11 @@ var ErrCaptureDamaged = errors.New("capture damaged")
 // ErrMainHeaderOnly marks a capture that kept only the main's header (the
 // main was over MainImageMaxBytes), so it cannot be opened on its own.
 var ErrMainHeaderOnly = errors.New("capture holds only the main header")
+
+// ErrNoMainImage marks a capture that holds no main at all (the sidecars
+// of a main that was renamed over and that nobody held): only its WAL can
+// be read, page image by page image (DivertWALImages).
+var ErrNoMainImage = errors.New("capture holds no main image")
 
 // CaptureInfo is a validated capture directory, written by stateguard or
 // by Hermes.
@@ -31,40 +38,87 @@ type CaptureInfo struct {
 	Main, WAL, SHM string
 	// MainHeaderOnly: Main is the 100-byte header <db>.header.
 	MainHeaderOnly bool
+	// dirID is the capture directory as it was opened (no symlink in any
+	// component); the files are read again only through a handle that is
+	// still that directory (open).
+	dirID store.DirID
 }
 
-// OpenCapture validates a capture directory: manifest present and
-// parseable, every file it names present as a regular file, sizes and
-// sha256 equal to the manifest's. A damaged capture gets an error wrapping
-// ErrCaptureDamaged that names the file and what to do. It never opens the
-// capture with SQLite; use PrivateCopy for that.
-func OpenCapture(dir string) (*CaptureInfo, error) {
-	return openCapture(context.Background(), dir, true)
+// open opens the capture file at path (one of Main, WAL, SHM) through a
+// handle on the capture directory that must still be the one validated:
+// no symlink in any component, the same inode and owner. A directory
+// swapped since OpenCapture is refused, not read.
+func (c *CaptureInfo) open(path string) (*os.File, error) {
+	return openInDir(path, c.dirID)
 }
 
-func openCapture(ctx context.Context, dir string, verify bool) (*CaptureInfo, error) {
-	dir = filepath.Clean(dir)
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open capture: %w", err)
-	}
-	if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
-		return nil, fmt.Errorf("open capture %s: not a directory (symlinks are not followed)", dir)
-	}
-	if strings.HasSuffix(dir, partialSuffix) {
-		return nil, fmt.Errorf("%w: %s is a staging directory: the capture was never finished; if its orphan is still pinned, capture again, otherwise keep it for forensics", ErrCaptureDamaged, dir)
-	}
-	m, err := ReadManifest(dir)
+// openInDir opens the regular file at path through a handle on its
+// directory (store.OpenDir with want: no symlink in any component; when
+// want is set, that directory).
+func openInDir(path string, want store.DirID) (*os.File, error) {
+	h, err := store.OpenDir(filepath.Dir(path), want)
 	if err != nil {
 		return nil, err
 	}
-	info := &CaptureInfo{Dir: dir, Manifest: m, Producer: "hermes", MainHeaderOnly: m.Main.HeaderOnly()}
+	defer h.Close()
+	return h.OpenFile(filepath.Base(path))
+}
+
+// OpenCapture validates a capture directory an operator named: manifest
+// present and parseable, every file it names present as a regular file,
+// sizes and sha256 equal to the manifest's. A damaged capture gets an
+// error wrapping ErrCaptureDamaged that names the file and what to do. It
+// never opens the capture with SQLite; use PrivateCopy for that. The
+// symlinks of the directory's path (not the directory itself) are
+// resolved once, here; every later read goes through a handle on the
+// directory found.
+func OpenCapture(dir string) (*CaptureInfo, error) {
+	dir, err := resolveCaptureDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return openCapture(context.Background(), dir, true)
+}
+
+// resolveCaptureDir resolves the symlinks of an operator's capture path
+// up to its parent; the capture directory itself is never a link.
+func resolveCaptureDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("open capture %s: %w", dir, err)
+	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", fmt.Errorf("open capture %s: %w (hint: check the path)", abs, err)
+	}
+	return filepath.Join(parent, filepath.Base(abs)), nil
+}
+
+// openCapture validates the capture at dir, an absolute path reached
+// without any symlink (the agent's own record of where it wrote it, or an
+// operator's path resolved once).
+func openCapture(ctx context.Context, dir string, verify bool) (*CaptureInfo, error) {
+	dir = filepath.Clean(dir)
+	if strings.HasSuffix(dir, partialSuffix) {
+		return nil, fmt.Errorf("%w: %s is a staging directory: the capture was never finished; if its orphan is still pinned, capture again, otherwise keep it for forensics", ErrCaptureDamaged, dir)
+	}
+	h, err := store.OpenDir(dir, store.DirID{})
+	if err != nil {
+		return nil, fmt.Errorf("open capture %s: %w (symlinks are not followed)", dir, err)
+	}
+	id := h.ID()
+	h.Close()
+	m, err := readManifestIn(dir, id)
+	if err != nil {
+		return nil, err
+	}
+	info := &CaptureInfo{Dir: dir, Manifest: m, Producer: "hermes", MainHeaderOnly: m.Main.HeaderOnly(), dirID: id}
 	if m.Stateguard != nil {
 		info.Producer = "stateguard"
 	}
 	for _, e := range m.files() {
 		path := filepath.Join(dir, e.name)
-		if err := checkCaptureFile(ctx, path, e, verify); err != nil {
+		if err := checkCaptureFile(ctx, info, path, e, verify); err != nil {
 			return nil, err
 		}
 		switch e.role {
@@ -86,14 +140,17 @@ func damaged(path, what string) error {
 	return fmt.Errorf("%w: %s %s: keep the directory and do not replay from it; if the orphan is still pinned capture it again, otherwise recover what a private copy still holds", ErrCaptureDamaged, path, what)
 }
 
-func checkCaptureFile(ctx context.Context, path string, e manifestEntry, verify bool) error {
-	f, err := openNoFollow(path)
+func checkCaptureFile(ctx context.Context, info *CaptureInfo, path string, e manifestEntry, verify bool) error {
+	f, err := info.open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return damaged(path, "is missing (manifest.json lists it as "+e.role+")")
 	}
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return damaged(path, "is a symlink")
+		}
+		if errors.Is(err, store.ErrNotRegular) {
+			return damaged(path, "is not a regular file")
 		}
 		return fmt.Errorf("open %s: %w", path, err)
 	}
@@ -125,8 +182,20 @@ func checkCaptureFile(ctx context.Context, path string, e manifestEntry, verify 
 // sha256 while copying, and returns the copy's database path. SQLite may
 // open that copy and run WAL recovery on it; the capture itself is never
 // opened with SQLite. The -shm is not copied: SQLite rebuilds it from the
-// WAL. The caller removes filepath.Dir(dbPath) when done.
+// WAL. The caller removes filepath.Dir(dbPath) when done. dir is an
+// operator's path (resolved once, as OpenCapture does).
 func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err error) {
+	dir, err = resolveCaptureDir(dir)
+	if err != nil {
+		return "", err
+	}
+	return privateCopy(ctx, dir, tmpDir)
+}
+
+// privateCopy is PrivateCopy of a capture at a path reached without any
+// symlink: every file is read through a handle on the directory that was
+// validated.
+func privateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err error) {
 	info, err := openCapture(ctx, dir, false)
 	if err != nil {
 		return "", err
@@ -137,39 +206,26 @@ func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err er
 			ErrMainHeaderOnly, dir, m.Main.Size, m.Database, m.Database, info.WAL)
 	}
 	if info.Main == "" {
-		return "", fmt.Errorf("%w: %s has no main image; only its WAL can be inspected", ErrCaptureDamaged, dir)
+		return "", fmt.Errorf("%w: %w: %s has no main image; only its WAL can be inspected", ErrCaptureDamaged, ErrNoMainImage, dir)
 	}
-	priv, err := os.MkdirTemp(tmpDir, privatePrefix)
+	pd, owner, err := makePrivateDir(tmpDir, privatePrefix)
 	if err != nil {
 		return "", fmt.Errorf("private copy of %s: %w", dir, err)
 	}
+	priv := pd.path
 	defer func() {
 		if err != nil {
 			os.RemoveAll(priv)
 		}
 	}()
-	pd, err := openVettedDir(priv)
-	if err != nil {
-		return "", fmt.Errorf("private copy of %s: %w", dir, err)
-	}
 	defer pd.close()
-	// Whoever made priv owns the copy: the agent, or the profile's owner
-	// when the step runs as that user (store.AsOwner).
-	var pst unix.Stat_t
-	if err := unix.Fstat(pd.fd, &pst); err != nil {
-		return "", fmt.Errorf("private copy of %s: stat %s: %w", dir, priv, err)
-	}
-	owner := Owner{UID: int(pst.Uid), GID: int(pst.Gid)}
-	if err := writePrivateOwner(pd, owner); err != nil {
-		return "", fmt.Errorf("private copy of %s: %w", dir, err)
-	}
 	name := filepath.Base(info.Main)
 	copies := []struct{ src, dst, sum string }{{info.Main, name, m.Main.SHA256}}
 	if info.WAL != "" {
 		copies = append(copies, struct{ src, dst, sum string }{info.WAL, name + "-wal", m.WAL.SHA256})
 	}
 	for _, c := range copies {
-		if err := copyVerified(ctx, c.src, pd, c.dst, c.sum, owner); err != nil {
+		if err := copyVerified(ctx, info, c.src, pd, c.dst, c.sum, owner); err != nil {
 			return "", err
 		}
 	}
@@ -181,8 +237,8 @@ func PrivateCopy(ctx context.Context, dir, tmpDir string) (dbPath string, err er
 
 // copyVerified copies src into d as name; a sha256 that differs from want
 // (when the manifest has one) means the capture changed.
-func copyVerified(ctx context.Context, src string, d capDir, name, want string, owner Owner) error {
-	f, err := openNoFollow(src)
+func copyVerified(ctx context.Context, info *CaptureInfo, src string, d capDir, name, want string, owner Owner) error {
+	f, err := info.open(src)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
 	}

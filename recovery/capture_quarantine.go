@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // QuarantineSidecars moves the store's -wal and -shm into captureDir (a
@@ -37,12 +38,22 @@ import (
 // In a directory without the name free (a final capture that already has
 // its copy), the original goes in as <db>-wal.quarantined.
 func QuarantineSidecars(dbPath, captureDir string, want map[string]fileid.ID) (moved []string, err error) {
+	return QuarantineSidecarsIn(dbPath, store.DirID{}, captureDir, want)
+}
+
+// QuarantineSidecarsIn is QuarantineSidecars for a store whose directory
+// discovery recorded as dir (zero: not compared): the directory is the
+// one reached without a symlink and must be that inode and owner, so a
+// look-alike directory put at the path (with hard links to the recorded
+// sidecars in it) is refused; a capture directory inside the store's
+// directory is opened from its handle, never by name.
+func QuarantineSidecarsIn(dbPath string, dir store.DirID, captureDir string, want map[string]fileid.ID) (moved []string, err error) {
 	if !filepath.IsAbs(dbPath) {
 		return nil, fmt.Errorf("quarantine: store path %q is not absolute", dbPath)
 	}
 	dbPath = filepath.Clean(dbPath)
 	base := filepath.Base(dbPath)
-	store, err := openStorePath(filepath.Dir(dbPath))
+	store, err := openStoreDir(filepath.Dir(dbPath), dir)
 	if err != nil {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %w", dbPath, err)
 	}
@@ -50,7 +61,12 @@ func QuarantineSidecars(dbPath, captureDir string, want map[string]fileid.ID) (m
 	if !strings.HasPrefix(filepath.Base(captureDir), base+retiredInfix) {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %s is not a capture directory of this store", dbPath, captureDir)
 	}
-	dst, err := openStorePath(captureDir)
+	var dst capDir
+	if filepath.Dir(filepath.Clean(captureDir)) == store.path {
+		dst, err = store.openChildDir(filepath.Base(captureDir))
+	} else {
+		dst, err = openStorePath(captureDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("quarantine sidecars of %s: %w", dbPath, err)
 	}
@@ -178,20 +194,23 @@ func holdsQuarantined(d capDir) bool {
 // (they carry its marker) whose agent is gone, and never one that holds a
 // quarantined original. Hermes' staging directories and anything unknown
 // are left alone. The caller runs it when it resumes, before capturing.
-// log gets what was removed or kept (nil: slog.Default()).
-func CleanPartials(dbPath string, log *slog.Logger) (removed []string, err error) {
+// log gets what was removed or kept (nil: slog.Default()). The store's
+// directory is reached through a handle (no symlink in its path; the one
+// discovery recorded when want is set), and everything under it is
+// listed, checked and removed relative to that handle's fd.
+func CleanPartials(dbPath string, want store.DirID, log *slog.Logger) (removed []string, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("subsystem", "recovery")
 	dbPath = filepath.Clean(dbPath)
 	base := filepath.Base(dbPath)
-	store, err := openStorePath(filepath.Dir(dbPath))
+	sd, err := openStoreDir(filepath.Dir(dbPath), want)
 	if err != nil {
 		return nil, fmt.Errorf("clean partial captures of %s: %w", dbPath, err)
 	}
-	defer store.close()
-	entries, err := os.ReadDir(store.path)
+	defer sd.close()
+	entries, err := sd.readDir()
 	if err != nil {
 		return nil, fmt.Errorf("clean partial captures of %s: %w", dbPath, err)
 	}
@@ -201,19 +220,19 @@ func CleanPartials(dbPath string, log *slog.Logger) (removed []string, err error
 		if !strings.HasPrefix(name, base+retiredInfix) || !strings.HasSuffix(name, partialSuffix) {
 			continue
 		}
-		ok, why, err := removePartial(store, name)
+		ok, why, err := removePartial(sd, name)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
 		case ok:
-			removed = append(removed, store.join(name))
-			log.Info("removed an interrupted capture's staging directory", "path", store.join(name))
+			removed = append(removed, sd.join(name))
+			log.Info("removed an interrupted capture's staging directory", "path", sd.join(name))
 		case why != "":
-			log.Info("kept a staging directory", "path", store.join(name), "reason", why)
+			log.Info("kept a staging directory", "path", sd.join(name), "reason", why)
 		}
 	}
 	if len(removed) > 0 {
-		if err := store.sync(); err != nil {
+		if err := sd.sync(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -246,7 +265,7 @@ func removePartial(store capDir, name string) (removed bool, why string, err err
 	if holdsQuarantined(d) {
 		return false, "holds quarantined sidecars, which exist nowhere else: finish the capture or move them by hand", nil
 	}
-	entries, err := os.ReadDir(d.path)
+	entries, err := d.readDir()
 	if err != nil {
 		return false, "", err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
 )
 
 // sidecarStore makes a store with -wal and -shm files and returns their
@@ -155,7 +156,7 @@ func TestCleanPartials(t *testing.T) {
 		}
 	}
 
-	removed, err := CleanPartials(db, nil)
+	removed, err := CleanPartials(db, store.DirID{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +187,122 @@ func TestCleanPartials(t *testing.T) {
 	checkModes(t, c.Dir)
 	if _, err := OpenCapture(c.Dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An agent killed while it copied the main into the staging directory
+// that holds the quarantined sidecars leaves a half-written main there.
+// The resumed capture replaces it (and keeps the quarantined originals);
+// session 5's chaos run retried it every 5 s with "file exists" instead,
+// the orphan's writers frozen until the run ended.
+func TestResumedCaptureReplacesHalfWrittenMain(t *testing.T) {
+	db, ids := sidecarStore(t)
+	held, err := StageCapture(CaptureRequest{DBPath: db, PID: 77, Now: time.Date(2026, 10, 1, 7, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := QuarantineSidecars(db, held, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(held, "state.db"), []byte("half a main"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gen, _ := crashedGeneration(t, 3, true)
+	src := openPinned(t, gen)
+	c, err := WriteCapture(context.Background(), CaptureSource{Main: src.Main}, CaptureRequest{DBPath: db, PID: 77, Staging: held, Kind: KindMispaired})
+	if err != nil {
+		t.Fatalf("resumed capture: %v", err)
+	}
+	if statID(t, filepath.Join(c.Dir, "state.db-wal")) != ids["-wal"] {
+		t.Fatal("the quarantined -wal was not adopted")
+	}
+	if _, err := OpenCapture(c.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(c.Dir, "state.db")); err != nil || st.Size() != c.Manifest.Main.Size {
+		t.Fatalf("captured main: %v, want the whole main", err)
+	}
+}
+
+// TestQuarantineRefusesALookAlikeDirectory: the store's directory is
+// renamed aside and a look-alike put at its path, holding hard links to
+// the recorded sidecars and a capture directory of the same name. The
+// sidecars' identities match, so only the directory's recorded identity
+// tells it is not the store's: the quarantine is refused and nothing is
+// moved. Without the DirID compare (before), it moved them.
+func TestQuarantineRefusesALookAlikeDirectory(t *testing.T) {
+	db, ids := sidecarStore(t)
+	h, err := store.OpenDir(filepath.Dir(db), store.DirID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := h.ID()
+	h.Close()
+	staging, err := StageCapture(CaptureRequest{DBPath: db, PID: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(db)
+	aside := dir + ".aside"
+	if err := os.Rename(dir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, sfx := range []string{"-wal", "-shm"} {
+		if err := os.Link(filepath.Join(aside, filepath.Base(db)+sfx), db+sfx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := QuarantineSidecarsIn(db, recorded, staging, ids)
+	if !errors.Is(err, store.ErrDirChanged) || len(moved) != 0 {
+		t.Fatalf("quarantine in a look-alike directory: moved %v, %v; want nothing and %v", moved, err, store.ErrDirChanged)
+	}
+	for _, sfx := range []string{"-wal", "-shm"} {
+		if statID(t, db+sfx) != ids[sfx] {
+			t.Fatalf("the look-alike's %s was touched", sfx)
+		}
+	}
+}
+
+// TestSnapshotMainRefusesALookAlikeDirectory: the store's directory is
+// renamed aside and a look-alike put at its path with the same main (a
+// hard link): the fd and the path agree on the inode, so only the
+// directory's recorded identity tells it is not the store's. The snapshot
+// is refused and not written. By name (before), it was taken.
+func TestSnapshotMainRefusesALookAlikeDirectory(t *testing.T) {
+	db := hermestest.NewStore(t)
+	h, err := store.OpenDir(filepath.Dir(db), store.DirID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := h.ID()
+	h.Close()
+	main, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer main.Close()
+	dir := filepath.Dir(db)
+	aside := dir + ".aside"
+	if err := os.Rename(dir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(aside, filepath.Base(db)), db); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "snapshot")
+	if err := SnapshotMainIn(context.Background(), db, recorded, main, snap); !errors.Is(err, store.ErrDirChanged) {
+		t.Fatalf("snapshot through a look-alike directory: %v, want %v", err, store.ErrDirChanged)
+	}
+	if _, err := os.Lstat(snap); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused snapshot left %s: %v", snap, err)
 	}
 }

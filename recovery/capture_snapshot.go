@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // SnapshotMain copies the live main file of a sidecar_lost store to dst:
@@ -45,6 +46,14 @@ import (
 // (dst is removed; take the snapshot again). Short of space it fails with
 // ErrNoSpace and leaves nothing behind.
 func SnapshotMain(ctx context.Context, mainPath string, main *os.File, dst string) error {
+	return SnapshotMainIn(ctx, mainPath, store.DirID{}, main, dst)
+}
+
+// SnapshotMainIn is SnapshotMain for a store whose directory discovery
+// recorded as dir (zero: not compared): the check that the fd is still
+// the main at its path is made through a handle on that directory (no
+// symlink in any component, the same inode and owner), never by name.
+func SnapshotMainIn(ctx context.Context, mainPath string, dir store.DirID, main *os.File, dst string) error {
 	if main == nil {
 		return fmt.Errorf("snapshot of %s: no fd on the main given", mainPath)
 	}
@@ -55,9 +64,14 @@ func SnapshotMain(ctx context.Context, mainPath string, main *os.File, dst strin
 	if !isRegular(&st) {
 		return fmt.Errorf("snapshot of %s: the fd is not a regular file", mainPath)
 	}
-	var pst unix.Stat_t
-	if err := unix.Lstat(mainPath, &pst); err != nil {
+	sd, err := openStoreDir(filepath.Dir(mainPath), dir)
+	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", mainPath, err)
+	}
+	pst, err := sd.lstat(filepath.Base(mainPath))
+	sd.close()
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: lstat: %w", mainPath, err)
 	}
 	if fileid.FromStat(&pst) != fileid.FromStat(&st) {
 		return fmt.Errorf("snapshot of %s: the fd is %s but the path is now %s: the main was replaced, this is not a sidecar_lost store any more",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -150,8 +151,10 @@ func TestCaptureDefaultBudgetIsHalfTheFreeSpace(t *testing.T) {
 	}
 }
 
-// Private copies whose process is gone are removed; the caller's own and
-// a live process's are kept.
+// Private copies and copies at a cut whose process is gone (a kill -9
+// mid-divert) are removed; the caller's own and a live process's are
+// kept, and so is a directory the real code just made (its owner file
+// names this process).
 func TestCleanPrivateCopies(t *testing.T) {
 	tmp := t.TempDir()
 	dead := exec.Command("true")
@@ -164,7 +167,7 @@ func TestCleanPrivateCopies(t *testing.T) {
 	}
 	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
 	mk := func(name string, pid int) string {
-		d := filepath.Join(tmp, privatePrefix+name)
+		d := filepath.Join(tmp, name)
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -173,12 +176,22 @@ func TestCleanPrivateCopies(t *testing.T) {
 		}
 		return d
 	}
-	gone, mine, theirs := mk("gone", dead.Process.Pid), mk("mine", os.Getpid()), mk("live", live.Process.Pid)
-	removed, err := CleanPrivateCopies(tmp)
-	if err != nil || len(removed) != 1 || removed[0] != gone {
-		t.Fatalf("removed %v, %v: want only %s", removed, err, gone)
+	var gone, kept []string
+	for _, prefix := range []string{privatePrefix, cutPrefix} {
+		gone = append(gone, mk(prefix+"gone", dead.Process.Pid))
+		kept = append(kept, mk(prefix+"mine", os.Getpid()), mk(prefix+"live", live.Process.Pid))
+		d, _, err := makePrivateDir(tmp, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.close()
+		kept = append(kept, d.path)
 	}
-	for _, d := range []string{mine, theirs} {
+	removed, err := CleanPrivateCopies(tmp)
+	if err != nil || !slices.Equal(slices.Sorted(slices.Values(removed)), slices.Sorted(slices.Values(gone))) {
+		t.Fatalf("removed %v, %v: want only %v", removed, err, gone)
+	}
+	for _, d := range kept {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
 		}

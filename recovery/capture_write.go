@@ -63,6 +63,11 @@ func WriteCapture(ctx context.Context, src CaptureSource, req CaptureRequest) (C
 	if err := r.checkSpace(p.need); err != nil {
 		return Capture{}, err
 	}
+	if r.partial != "" {
+		if err := r.clearInterrupted(p); err != nil {
+			return Capture{}, err
+		}
+	}
 	if r.partial == "" {
 		if r.partial, r.stage, err = stage(store, &req, base, owner); err != nil {
 			return Capture{}, r.spaceErr(err, p.need)
@@ -179,6 +184,35 @@ func (r *captureRun) write(p *capturePlan) (Capture, error) {
 		return Capture{}, err
 	}
 	return Capture{Dir: dir, Manifest: m, Bytes: total, Reflinked: sg.Reflinked, MainHeaderOnly: p.headerOnly}, nil
+}
+
+// clearInterrupted removes from a staging directory of ours what an
+// earlier run of this capture wrote before it was cut short (an agent
+// killed mid-copy): the files this run writes again. Each is created
+// O_EXCL, so a half-written main left there failed every resumed capture
+// with "file exists", the orphan's writers frozen all along. The
+// quarantined sidecars the staging directory holds are adopted, never
+// removed.
+func (r *captureRun) clearInterrupted(p *capturePlan) error {
+	names := []string{r.base, r.base + ".header", ManifestName}
+	for _, sc := range []struct {
+		plan *planFile
+		sfx  string
+	}{{p.wal, "-wal"}, {p.shm, "-shm"}} {
+		if sc.plan != nil && !sc.plan.adopt {
+			names = append(names, r.base+sc.sfx)
+		}
+	}
+	for _, name := range names {
+		err := unix.Unlinkat(r.stage.fd, name, 0)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("clear interrupted capture: remove %s: %w", r.stage.join(name), err)
+		}
+		if err == nil {
+			r.log.Info("removed what an interrupted capture left", "path", r.stage.join(name))
+		}
+	}
+	return nil
 }
 
 // sidecar copies a pinned sidecar into the staging dir, or adopts the

@@ -71,7 +71,7 @@ func rowsAtCut(ctx context.Context, req *DivertRequest, copyPath, tmpDir string)
 		}
 		return nil, "the capture has no -wal", nil
 	}
-	wal, err := openNoFollow(info.WAL)
+	wal, err := info.open(info.WAL)
 	if err != nil {
 		return nil, "", fmt.Errorf("open %s: %w", info.WAL, err)
 	}
@@ -90,7 +90,7 @@ func rowsAtCut(ctx context.Context, req *DivertRequest, copyPath, tmpDir string)
 	if info.SHM == "" {
 		return nil, "the capture has no -shm to say what was checkpointed", nil
 	}
-	shm, err := openNoFollow(info.SHM)
+	shm, err := info.open(info.SHM)
 	if err != nil {
 		return nil, "", fmt.Errorf("open %s: %w", info.SHM, err)
 	}
@@ -109,17 +109,19 @@ func rowsAtCut(ctx context.Context, req *DivertRequest, copyPath, tmpDir string)
 	if st, err := wal.Stat(); err != nil || st.Size() < walBytes {
 		return nil, "the captured -wal is shorter than the cut", nil
 	}
-	dir, err := os.MkdirTemp(tmpDir, "stateguard-cut-")
+	cd, _, err := makePrivateDir(tmpDir, cutPrefix)
 	if err != nil {
 		return nil, "", fmt.Errorf("copy of %s at the cut: %w", req.Capture, err)
 	}
+	cd.close()
+	dir := cd.path
 	defer os.RemoveAll(dir)
 	db := filepath.Join(dir, filepath.Base(copyPath))
-	if err := copyPrefix(copyPath, db, -1); err != nil {
+	if err := copyPrefix(openNoFollow, copyPath, db, -1); err != nil {
 		return nil, "", err
 	}
 	if cut.Frame > 0 {
-		if err := copyPrefix(info.WAL, db+"-wal", walBytes); err != nil {
+		if err := copyPrefix(info.open, info.WAL, db+"-wal", walBytes); err != nil {
 			return nil, "", err
 		}
 	}
@@ -130,10 +132,10 @@ func rowsAtCut(ctx context.Context, req *DivertRequest, copyPath, tmpDir string)
 	return rows, "", nil
 }
 
-// copyPrefix copies the first n bytes of src (all of it when n < 0) to a
-// new file dst of the agent's own.
-func copyPrefix(src, dst string, n int64) error {
-	in, err := openNoFollow(src)
+// copyPrefix copies the first n bytes of src (all of it when n < 0),
+// opened with open, to a new file dst of the agent's own.
+func copyPrefix(open func(string) (*os.File, error), src, dst string, n int64) error {
+	in, err := open(src)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
 	}

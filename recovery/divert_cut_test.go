@@ -1,8 +1,9 @@
-//go:build unix
+//go:build linux
 
 package recovery
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
@@ -149,5 +150,37 @@ func TestDivertIntoStoreWithoutSchema(t *testing.T) {
 	replay, _ := divertContents(t, rep)
 	if !slices.Equal(replay, []string{"row 0", "row 1", "row 2"}) || len(rep.Files) != 1 || !rep.Files[0].NewSession || rep.Files[0].Session == nil {
 		t.Fatalf("divert into a store without schema: rows %v, files %+v", replay, rep.Files)
+	}
+}
+
+// A divert read from the WAL's page images (a rewritten main: the WAL
+// fits no main) takes the frame cut too: the rows at the cut are those
+// the page images up to the cut's frame hold. Before, it cut by the
+// timestamps alone, which replays back rows stamped in the margin and
+// drops a row stamped before the change but committed after it.
+func TestDivertWALImagesFrameCut(t *testing.T) {
+	_, req, _ := cutFixture(t, nil)
+	req.Kind = KindRewritten
+	rep, _, err := DivertWALImages(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay, pre := divertContents(t, rep)
+	if !slices.Equal(replay, []string{"row 5", "row 6", "row 7"}) || !slices.Equal(pre, []string{"row 2", "row 3", "row 4"}) {
+		t.Fatalf("replay %v, pre %v; want rows 5-7 replayed, 2-4 rolled back (cut note %q)", replay, pre, rep.CutNote)
+	}
+	if !strings.HasPrefix(rep.CutNote, "wal frame ") || !strings.Contains(rep.CutNote, "page images") {
+		t.Fatalf("cut note %q: want the frame cut of the page images", rep.CutNote)
+	}
+	// Without a cut it is the timestamp rule, and the note says so.
+	req.Cut, req.IncidentID = nil, "inc-cut-none"
+	rep, _, err = DivertWALImages(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay, pre = divertContents(t, rep)
+	if !slices.Equal(replay, []string{"row 4", "row 6", "row 7"}) || !slices.Equal(pre, []string{"row 2", "row 3", "row 5"}) ||
+		!strings.HasPrefix(rep.CutNote, "timestamps: ") {
+		t.Fatalf("no cut: replay %v, pre %v, note %q; want the time rule", replay, pre, rep.CutNote)
 	}
 }

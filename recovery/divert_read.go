@@ -12,45 +12,55 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ReadDivert reads the divert published in an incident directory and
 // checks that every file its divert.json lists is still there, a regular
 // file with the recorded size and sha256. A changed or missing file is an
-// error wrapping ErrDivertDamaged.
+// error wrapping ErrDivertDamaged. The directory is reached with no
+// symlink in any component and everything in it is read through its
+// handle (readDivertIn), never by name.
 func ReadDivert(dir string) (DivertReport, error) {
 	dir = filepath.Clean(dir)
-	fi, err := os.Lstat(dir)
+	d, err := openStorePath(dir)
 	if err != nil {
-		return DivertReport{}, fmt.Errorf("read divert: %w", err)
+		return DivertReport{}, fmt.Errorf("read divert %s: %w (symlinks are not followed)", dir, err)
 	}
-	if !fi.IsDir() {
-		return DivertReport{}, fmt.Errorf("read divert %s: not a directory (symlinks are not followed)", dir)
-	}
-	m, err := readDivertManifest(dir)
+	defer d.close()
+	return readDivertIn(d)
+}
+
+// readDivertIn is ReadDivert of the incident directory d names.
+func readDivertIn(d capDir) (DivertReport, error) {
+	m, err := readDivertManifest(d)
 	if err != nil {
 		return DivertReport{}, err
 	}
-	rep, err := m.report(dir)
+	rep, err := m.report(d.path)
 	if err != nil {
 		return DivertReport{}, err
 	}
 	for _, f := range rep.Files {
-		if err := checkDivertFile(f); err != nil {
+		if err := checkDivertFile(d, f); err != nil {
 			return DivertReport{}, err
 		}
 	}
 	return rep, nil
 }
 
-func readDivertManifest(dir string) (*divertManifest, error) {
-	path := filepath.Join(dir, DivertManifestName)
-	b, err := readFileNoFollow(path, 64<<20)
+func readDivertManifest(d capDir) (*divertManifest, error) {
+	path := d.join(DivertManifestName)
+	fh, err := openatRegular(d, DivertManifestName)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s has no %s: it was not written by a finished divert; remove it to divert again", ErrDivertDamaged, dir, DivertManifestName)
+		return nil, fmt.Errorf("%w: %s has no %s: it was not written by a finished divert; remove it to divert again", ErrDivertDamaged, d.path, DivertManifestName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	b, err := readLimited(fh, path, 64<<20)
+	if err != nil {
+		return nil, err
 	}
 	var m divertManifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -59,8 +69,34 @@ func readDivertManifest(dir string) (*divertManifest, error) {
 	return &m, nil
 }
 
-func checkDivertFile(f DivertFile) error {
-	fh, err := openNoFollow(f.Path)
+// openInDivert opens f (a path report made under d.path, a local name)
+// from d's handle, each directory on the way opened without following a
+// symlink.
+func openInDivert(d capDir, path string) (*os.File, error) {
+	rel, err := filepath.Rel(d.path, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%s is not inside %s", path, d.path)
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	cur := d
+	for _, p := range parts[:len(parts)-1] {
+		sub, err := cur.openChildDir(p)
+		if cur.fd != d.fd {
+			cur.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		cur = sub
+	}
+	if cur.fd != d.fd {
+		defer cur.close()
+	}
+	return openatRegular(cur, parts[len(parts)-1])
+}
+
+func checkDivertFile(d capDir, f DivertFile) error {
+	fh, err := openInDivert(d, f.Path)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v; remove the incident directory to divert again (replays already done stay done)", ErrDivertDamaged, f.Path, err)
 	}
@@ -96,7 +132,12 @@ func DivertSessionFor(jsonlPath string) (f DivertFile, ok bool, err error) {
 	if filepath.Base(dir) == DivertPreReplacementDir {
 		dir = filepath.Dir(dir)
 	}
-	m, err := readDivertManifest(dir)
+	d, err := openStorePath(dir)
+	if err != nil {
+		return DivertFile{}, false, err
+	}
+	defer d.close()
+	m, err := readDivertManifest(d)
 	if errors.Is(err, ErrDivertDamaged) {
 		return DivertFile{}, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -285,5 +286,36 @@ func TestDivertWriterGeneration(t *testing.T) {
 	s, err := store.ReadSession(context.Background(), readOnly(t, healthy), "s1")
 	if err != nil || s.Model.String != "test-model" || s.ProfileName.String != "test" {
 		t.Fatalf("session created as %+v: %v", s, err)
+	}
+}
+
+// TestReadDivertRefusesASymlinkedComponent: the directory that holds the
+// incident's divert (sessions/recovered) is swapped for a symlink to a
+// look-alike copy of it, same files, same sums. Reading the divert, or
+// finding a file's session in it, is refused: no symlink in any
+// component, everything read through the directory's handle. By name
+// (before), both read the copy as the incident's divert.
+func TestReadDivertRefusesASymlinkedComponent(t *testing.T) {
+	e, capture := sidecarLostEnv(t)
+	first := e.divert(e.request(capture, "inc-1", KindSidecarLost))
+	recovered := filepath.Dir(first.Dir)
+	copyDir := recovered + ".copy"
+	if out, err := exec.Command("cp", "-a", recovered, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.Rename(recovered, recovered+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(copyDir, recovered); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := ReadDivert(first.Dir); !errors.Is(err, store.ErrSymlinkInPath) {
+		t.Errorf("ReadDivert through a symlinked directory: %d files, %v; want %v", len(rep.Files), err, store.ErrSymlinkInPath)
+	}
+	if len(first.Files) == 0 {
+		t.Fatal("the divert wrote no file: the test proves nothing")
+	}
+	if f, ok, err := DivertSessionFor(first.Files[0].Path); ok || !errors.Is(err, store.ErrSymlinkInPath) {
+		t.Errorf("DivertSessionFor through a symlinked directory: %+v %v %v; want %v", f, ok, err, store.ErrSymlinkInPath)
 	}
 }

@@ -68,6 +68,12 @@ func rowValues(r walsalvage.Row) map[string]any {
 }
 
 func diffSalvaged(ctx context.Context, req *DivertRequest, res *walsalvage.Result) ([]sessionDiff, error) {
+	return diffSalvagedCut(ctx, req, res, replayCut{at: req.ReplacedAt})
+}
+
+// diffSalvagedCut is diffSalvaged with the rule that splits the missing
+// rows given.
+func diffSalvagedCut(ctx context.Context, req *DivertRequest, res *walsalvage.Result, cut replayCut) ([]sessionDiff, error) {
 	order, capRows, err := salvagedSessions(res)
 	if err != nil {
 		return nil, err
@@ -78,7 +84,7 @@ func diffSalvaged(ctx context.Context, req *DivertRequest, res *walsalvage.Resul
 			templates[s.ID] = s
 		}
 	}
-	healthy, err := store.OpenReadOnly(req.Store)
+	healthy, err := healthyStore(req).OpenReadOnly()
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +121,7 @@ func diffSalvaged(ctx context.Context, req *DivertRequest, res *walsalvage.Resul
 				d.session = &s
 			}
 		}
-		d.missing(capRows[sid], have, replayCut{at: req.ReplacedAt})
+		d.missing(capRows[sid], have, cut)
 		out = append(out, d)
 	}
 	return out, nil
@@ -146,14 +152,14 @@ func checkPaired(ctx context.Context, q *sql.Tx, capture string) error {
 // not be recovered; it is the caller's to record. A capture without a WAL
 // to salvage is an error naming the directory.
 func DivertWALImages(ctx context.Context, req DivertRequest) (DivertReport, *walsalvage.Report, error) {
-	info, err := OpenCapture(req.Capture)
+	info, err := openCapture(ctx, req.Capture, true)
 	if err != nil {
 		return DivertReport{}, nil, err
 	}
 	if info.WAL == "" {
 		return DivertReport{}, nil, fmt.Errorf("salvage %s: the capture holds no WAL to read rows from", req.Capture)
 	}
-	wal, err := openNoFollow(info.WAL)
+	wal, err := info.open(info.WAL)
 	if err != nil {
 		return DivertReport{}, nil, fmt.Errorf("salvage %s: %w", info.WAL, err)
 	}
@@ -164,7 +170,7 @@ func DivertWALImages(ctx context.Context, req DivertRequest) (DivertReport, *wal
 	}
 	var opts walsalvage.Options
 	if info.Main != "" {
-		if main, err := openNoFollow(info.Main); err == nil {
+		if main, err := info.open(info.Main); err == nil {
 			defer main.Close()
 			if mfi, err := main.Stat(); err == nil {
 				opts = walsalvage.Options{Main: main, MainSize: mfi.Size()}
@@ -172,9 +178,22 @@ func DivertWALImages(ctx context.Context, req DivertRequest) (DivertReport, *wal
 		}
 	}
 	res, err := walsalvage.Salvage(ctx, wal, fi.Size(), opts)
+	if errors.Is(err, store.ErrShortHeader) || errors.Is(err, walsalvage.ErrInvalidWAL) {
+		// Emptied by a TRUNCATE checkpoint, or torn inside its header:
+		// SQLite reads no frame from such a WAL, so it holds no row to
+		// salvage. That is a divert of nothing, not a failure.
+		res, err = &walsalvage.Result{Report: walsalvage.Report{Stop: "no committed frame: " + err.Error()}}, nil
+	}
 	if err != nil {
 		return DivertReport{}, nil, fmt.Errorf("salvage %s: %w", info.WAL, err)
 	}
-	rep, err := DivertSalvaged(ctx, req, res)
+	cut, err := salvageCut(ctx, &req, wal, fi.Size(), opts, res)
+	if err != nil {
+		return DivertReport{}, &res.Report, fmt.Errorf("salvage %s at %s: %w", info.WAL, req.Cut, err)
+	}
+	rep, err := divertWith(ctx, req, func(ctx context.Context, r *DivertRequest) ([]sessionDiff, error) {
+		r.cutNote = req.cutNote
+		return diffSalvagedCut(ctx, r, res, cut)
+	})
 	return rep, &res.Report, err
 }

@@ -131,3 +131,57 @@ func TestDivertUnpairedCapture(t *testing.T) {
 	e.replayAll(e.healthyWriter(), rep, false)
 	checkRows(t, readOnly(t, e.healthy), acks)
 }
+
+// A rewritten capture whose WAL is empty (a TRUNCATE checkpoint emptied
+// it before the rewrite) holds no committed frame: SQLite would read no row from it, so the salvage has none to
+// divert, and that is a divert, not a failure (session 5's chaos runs
+// ended such incidents unrecoverable: "read wal header: 0 of 32 bytes").
+func TestDivertWALImagesEmptyWAL(t *testing.T) {
+	_, req, _ := cutFixture(t, func(o *sqlStore) { o.checkpoint() })
+	req.Kind = KindRewritten
+	if st, err := os.Stat(filepath.Join(req.Capture, "state.db-wal")); err != nil || st.Size() != 0 {
+		t.Fatalf("captured -wal: %v, want an empty one", err)
+	}
+	rep, sr, err := DivertWALImages(context.Background(), req)
+	if err != nil {
+		t.Fatalf("divert of a capture with an empty WAL: %v", err)
+	}
+	if sr == nil || sr.FramesCommitted != 0 || rep.ReplayRows != 0 || rep.PreReplacementRows != 0 || len(rep.Files) != 0 {
+		t.Fatalf("report %+v, salvage %+v: want nothing diverted", rep, sr)
+	}
+}
+
+// A mispaired capture with no main image (the main was renamed over and
+// no process held it, so only the quarantined -wal/-shm were captured):
+// Divert says ErrCaptureUnpaired, the engine's cue for DivertWALImages,
+// which diverts the rows committed after the cut from the page images.
+// Session 5's chaos runs failed such incidents ("has no main image") 18
+// times on seed 1.
+func TestDivertCaptureWithoutMain(t *testing.T) {
+	e, req, _ := cutFixture(t, nil)
+	capture := req.Capture
+	// The same orphan captured again without its main.
+	var src CaptureSource
+	_, src.WAL, src.SHM = hermestest.OpenGeneration(t, e.orphan.path)
+	c, err := WriteCapture(context.Background(), src, CaptureRequest{
+		DBPath: e.orphan.path, PID: os.Getpid(), Kind: KindMispaired, IncidentID: "inc-nomain",
+		Now: time.Date(2026, 10, 1, 7, 0, 1, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dir == capture {
+		t.Fatal("same capture directory")
+	}
+	req.Capture, req.IncidentID, req.Kind = c.Dir, "inc-nomain", KindMispaired
+	if _, err := Divert(context.Background(), req); !errors.Is(err, ErrCaptureUnpaired) {
+		t.Fatalf("divert of a capture without a main: %v, want ErrCaptureUnpaired", err)
+	}
+	rep, _, err := DivertWALImages(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay, _ := divertContents(t, rep)
+	if !slices.Equal(replay, []string{"row 5", "row 6", "row 7"}) {
+		t.Fatalf("replay %v (cut note %q), want rows 5-7", replay, rep.CutNote)
+	}
+}

@@ -53,7 +53,7 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	defer recovered.close()
 	final := recovered.join(req.IncidentID)
 	if recovered.exists(req.IncidentID) {
-		rep, err := existingDivert(final, &req)
+		rep, err := existingDivert(recovered, &req)
 		if err == nil {
 			log.Debug("divert already written", "incident", req.IncidentID, "dir", final)
 		}
@@ -69,7 +69,7 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	rep.CutNote = req.cutNote
 	if err := writeDivert(ctx, log, recovered, &rep, diffs, owner); err != nil {
 		if errors.Is(err, errDivertRaced) {
-			return existingDivert(final, &req)
+			return existingDivert(recovered, &req)
 		}
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
@@ -103,7 +103,15 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
-	copyPath, err := PrivateCopy(ctx, req.Capture, tmp)
+	if err := checkPreviousGeneration(ctx, req); err != nil {
+		return nil, err
+	}
+	copyPath, err := privateCopy(ctx, req.Capture, tmp)
+	if errors.Is(err, ErrNoMainImage) {
+		// Nothing to pair the WAL with: its page images are all there is
+		// (a mispaired store whose renamed-over main nobody held).
+		return nil, fmt.Errorf("%w: %v (its rows are read from the WAL's page images instead)", ErrCaptureUnpaired, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +138,7 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 		return nil, err
 	}
 
-	healthy, err := store.OpenReadOnly(req.Store)
+	healthy, err := healthyStore(req).OpenReadOnly()
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +152,17 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	defer hTx.Rollback()
 
 	return diffCapture(ctx, capTx, hTx, cut)
+}
+
+// healthyStore is the request's store, to be opened through a handle on
+// its directory: the one discovery recorded (req.Dir) when the store lives
+// in the profile directory, else reached without a symlink.
+func healthyStore(req *DivertRequest) store.Store {
+	st := store.Store{Path: req.Store, Kind: store.Hermes}
+	if filepath.Dir(req.Store) == filepath.Clean(req.ProfileHome) {
+		st.DirID = req.Dir
+	}
+	return st
 }
 
 // chooseCut is the rule that splits a replaced store's missing rows: the
@@ -235,10 +254,17 @@ func openOrMakeDir(d capDir, name string, owner Owner) (capDir, error) {
 	return capDir{}, fmt.Errorf("open directory %s: it keeps appearing and disappearing", d.join(name))
 }
 
-// existingDivert reads a published divert, checks its files and that it
-// was made for the same kind and replacement time.
-func existingDivert(dir string, req *DivertRequest) (DivertReport, error) {
-	rep, err := ReadDivert(dir)
+// existingDivert reads the divert published in recovered, through its
+// handle (never by name), checks its files and that it was made for the
+// same kind and replacement time.
+func existingDivert(recovered capDir, req *DivertRequest) (DivertReport, error) {
+	dir := recovered.join(req.IncidentID)
+	d, err := recovered.openChildDir(req.IncidentID)
+	if err != nil {
+		return DivertReport{}, fmt.Errorf("divert %s: read divert %s (symlinks are not followed): %w", req.IncidentID, dir, err)
+	}
+	defer d.close()
+	rep, err := readDivertIn(d)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -29,8 +28,8 @@ func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *D
 		// Left by a divert that crashed before publishing: never visible
 		// as a divert, safe to drop.
 		log.Info("removing an interrupted divert's staging directory", "path", recovered.join(staging))
-		if err := os.RemoveAll(recovered.join(staging)); err != nil {
-			return fmt.Errorf("remove interrupted divert %s: %w", recovered.join(staging), err)
+		if err := recovered.removeAll(staging); err != nil {
+			return fmt.Errorf("remove interrupted divert: %w", err)
 		}
 	}
 	stg, err := recovered.mkdir(staging, owner)
@@ -40,7 +39,7 @@ func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *D
 	defer stg.close()
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(recovered.join(staging))
+			_ = recovered.removeAll(staging)
 		}
 	}()
 

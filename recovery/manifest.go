@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // The capture layout Hermes writes in capture_retired_wal_generation
@@ -208,6 +210,17 @@ func ReadManifest(dir string) (*Manifest, error) {
 	return parseManifest(path, b)
 }
 
+// readManifestIn is ReadManifest through a handle on dir, which must be
+// the directory want records.
+func readManifestIn(dir string, want store.DirID) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestName)
+	b, err := readFileIn(path, want, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w (a capture without its manifest cannot be verified; do not delete the orphan it came from)", ErrManifest, path, err)
+	}
+	return parseManifest(path, b)
+}
+
 func parseManifest(path string, b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -275,6 +288,20 @@ func readFileNoFollow(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readLimited(f, path, limit)
+}
+
+// readFileIn is readFileNoFollow through a handle on path's directory
+// (openInDir).
+func readFileIn(path string, want store.DirID, limit int64) ([]byte, error) {
+	f, err := openInDir(path, want)
+	if err != nil {
+		return nil, err
+	}
+	return readLimited(f, path, limit)
+}
+
+func readLimited(f *os.File, path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {

@@ -14,16 +14,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A private copy's directory (PrivateCopy) is <tmp>/stateguard-capture-*;
-// privateOwnerFile in it names the pid that made it, so a copy left by a
-// process killed mid-divert can be told from one in use.
+// A private copy's directory (PrivateCopy) is <tmp>/stateguard-capture-*,
+// a divert's copy of a capture at its WAL cut (rowsAtCut) is
+// <tmp>/stateguard-cut-*; privateOwnerFile in either names the pid that
+// made it, so a copy left by a process killed mid-divert can be told from
+// one in use. Both are removed with a defer, which a kill -9 skips.
 const (
 	privatePrefix    = "stateguard-capture-"
+	cutPrefix        = "stateguard-cut-"
 	privateOwnerFile = "owner.pid"
 	// privateUnmarkedAge: a copy without an owner file (made before
 	// there was one) is stale once it is this old.
 	privateUnmarkedAge = time.Hour
 )
+
+// privatePrefixes are the temporary directories CleanPrivateCopies looks at.
+var privatePrefixes = []string{privatePrefix, cutPrefix}
+
+// makePrivateDir makes a new directory under tmpDir named prefix*, with
+// the owner file naming this process, and opens it. Whoever makes it owns
+// it: the agent, or the profile's owner when the step runs as that user
+// (store.AsOwner).
+func makePrivateDir(tmpDir, prefix string) (d capDir, owner Owner, err error) {
+	path, err := os.MkdirTemp(tmpDir, prefix)
+	if err != nil {
+		return capDir{}, Owner{}, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(path)
+		}
+	}()
+	if d, err = openVettedDir(path); err != nil {
+		return capDir{}, Owner{}, err
+	}
+	var st unix.Stat_t
+	if err = unix.Fstat(d.fd, &st); err != nil {
+		d.close()
+		return capDir{}, Owner{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	owner = Owner{UID: int(st.Uid), GID: int(st.Gid)}
+	if err = writePrivateOwner(d, owner); err != nil {
+		d.close()
+		return capDir{}, Owner{}, err
+	}
+	return d, owner, nil
+}
 
 func writePrivateOwner(d capDir, owner Owner) error {
 	f, err := d.createExcl(privateOwnerFile, owner)
@@ -37,8 +73,9 @@ func writePrivateOwner(d capDir, owner Owner) error {
 	return err
 }
 
-// CleanPrivateCopies removes the private copies under tmpDir ("" for the
-// system's) that this user's processes (all users', as root) left behind: the process named in
+// CleanPrivateCopies removes the private copies and copies at a cut under
+// tmpDir ("" for the system's) that this user's processes (all users', as
+// root) left behind: the process named in
 // the copy's owner file is gone (a kill -9 during a divert), or, without
 // one, the copy is over an hour old. A symlink, another user's directory
 // or one whose owner still runs is left alone. It returns what it removed.
@@ -53,7 +90,7 @@ func CleanPrivateCopies(tmpDir string) ([]string, error) {
 	var removed []string
 	var errs error
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), privatePrefix) || e.Type() != os.ModeDir {
+		if !hasPrivatePrefix(e.Name()) || e.Type() != os.ModeDir {
 			continue
 		}
 		dir := filepath.Join(tmpDir, e.Name())
@@ -67,6 +104,15 @@ func CleanPrivateCopies(tmpDir string) ([]string, error) {
 		removed = append(removed, dir)
 	}
 	return removed, errs
+}
+
+func hasPrivatePrefix(name string) bool {
+	for _, p := range privatePrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func stalePrivate(dir string) bool {

@@ -50,6 +50,11 @@ type ReplayOptions struct {
 	// checked input.
 	StoreDir store.DirID
 
+	// CheckpointGate, when set, is asked before the replay's checkpoint
+	// (store.Writable.SetCheckpointGate): the daemon's worker refuses it
+	// while a foreign process has the main open for writing.
+	CheckpointGate store.CheckpointGate
+
 	// perRowCommit commits every appended row on its own, the way Hermes
 	// does; only the benchmark uses it, as the baseline.
 	perRowCommit bool
@@ -144,6 +149,7 @@ func replayFileWhole(ctx context.Context, dbPath, jsonlPath string, opts ReplayO
 	if err != nil {
 		return newReport(resolved, sid, d), fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
+	w.SetCheckpointGate(opts.CheckpointGate)
 	defer w.Close()
 	rep, err := replay(ctx, w, resolved, sid, d, opts)
 	return rep, store.Explain(w.Path(), err)

@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -50,58 +49,93 @@ func Inspect(ctx context.Context, jsonlPath, dbPath string, opts ReplayOptions) 
 		rep.StoreNote = "no store given"
 		return rep, nil
 	}
-	abs, err := filepath.Abs(dbPath)
+	// The operator's path is resolved once (ResolveStore); every later
+	// look at the store goes through a handle on that directory.
+	st, err := store.ResolveStore(dbPath)
 	if err != nil {
-		return rep, fmt.Errorf("inspect %s: %w", dbPath, err)
+		rep.Store, _ = filepath.Abs(dbPath)
+		rep.StoreNote = fmt.Sprintf("could not reach the store: %v", err)
+		return rep, nil
 	}
-	rep.Store = abs
-	dsn, note := inspectDSN(abs)
-	if dsn == "" {
+	rep.Store = st.Path
+	inspectResolved(st)
+	h, err := st.OpenDir()
+	if err != nil {
+		rep.StoreNote = fmt.Sprintf("could not reach the store: %v", err)
+		return rep, nil
+	}
+	dsn, note := inspectDSN(h, filepath.Base(st.Path))
+	h.Close()
+	if dsn == nil {
 		rep.StoreNote = note
 		return rep, nil
 	}
-	if err := inspectStore(ctx, dsn, sid, d.Records, &rep); err != nil {
-		rep.StoreNote = fmt.Sprintf("could not read the store: %v", store.Explain(abs, err))
+	db, err := store.OpenSQLiteIn(st.Dir(), st.DirID, filepath.Base(st.Path), func(p string) (*sql.DB, error) {
+		db, err := sql.Open("sqlite", dsn(p))
+		if err == nil {
+			if err = db.PingContext(ctx); err != nil { // SQLite opens the file here
+				db.Close()
+			}
+		}
+		return db, err
+	})
+	if err == nil {
+		err = inspectStore(ctx, db, sid, d.Records, &rep)
+		db.Close()
+	}
+	if err != nil {
+		rep.StoreNote = fmt.Sprintf("could not read the store: %v", store.Explain(st.Path, err))
 		return rep, nil
 	}
 	rep.StoreNote = note
 	return rep, nil
 }
 
-// inspectDSN picks a read-only way to open abs that creates nothing, or
-// says why there is none.
-func inspectDSN(abs string) (dsn, note string) {
-	fi, err := os.Lstat(abs)
+// inspectResolved is called once the store is resolved: a test swaps the
+// directory there, as an owner racing the operator would.
+var inspectResolved = func(store.Store) {}
+
+// inspectDSN picks a read-only way to open the store file name in the
+// directory that creates nothing, or says why there is none. Every look
+// is through the directory's handle.
+func inspectDSN(h *store.DirHandle, name string) (dsn func(path string) string, note string) {
+	st, err := h.Lstat(name)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "", "the store does not exist: a replay would fail"
 	case err != nil:
-		return "", fmt.Sprintf("cannot stat the store: %v", err)
-	case !fi.Mode().IsRegular():
-		return "", "the store is not a regular file (a symlink is never followed)"
+		return nil, fmt.Sprintf("cannot stat the store: %v", err)
+	case !st.Exists:
+		return nil, "the store does not exist: a replay would fail"
+	case !st.Regular():
+		return nil, "the store is not a regular file (a symlink is never followed)"
 	}
-	if err := store.SidecarsRegular(abs); err != nil {
-		return "", err.Error()
+	wal, werr := h.Lstat(name + "-wal")
+	shm, serr := h.Lstat(name + "-shm")
+	if werr != nil || serr != nil {
+		return nil, fmt.Sprintf("cannot stat the store's sidecars: %v", errors.Join(werr, serr))
 	}
-	_, werr := os.Lstat(abs + "-wal")
-	_, serr := os.Lstat(abs + "-shm")
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
+	for _, f := range []struct {
+		sfx string
+		st  fileid.State
+	}{{"-wal", wal}, {"-shm", shm}} {
+		if f.st.Exists && !f.st.Regular() {
+			return nil, fmt.Sprintf("%s is a %v, not a regular file: SQLite would block on it (hint: remove it; it is no SQLite sidecar)",
+				h.Join(name+f.sfx), f.st.Mode.Type())
+		}
+	}
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 	switch {
-	case werr == nil && serr == nil:
-		return "file:" + esc + "?mode=ro&_pragma=busy_timeout(5000)&_query_only=1", ""
-	case errors.Is(werr, fs.ErrNotExist) && errors.Is(serr, fs.ErrNotExist):
-		return "file:" + esc + "?mode=ro&immutable=1&_query_only=1",
+	case wal.Exists && shm.Exists:
+		return func(p string) string {
+			return "file:" + esc.Replace(p) + "?mode=ro&_pragma=busy_timeout(5000)&_query_only=1"
+		}, ""
+	case !wal.Exists && !shm.Exists:
+		return func(p string) string { return "file:" + esc.Replace(p) + "?mode=ro&immutable=1&_query_only=1" },
 			"the store has no -wal/-shm (closed); read without locks"
 	}
-	return "", "the store has only one of -wal/-shm (an incident in progress?): not opened"
+	return nil, "the store has only one of -wal/-shm (an incident in progress?): not opened"
 }
 
-func inspectStore(ctx context.Context, dsn, sid string, recs []Record, rep *InspectReport) error {
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func inspectStore(ctx context.Context, db *sql.DB, sid string, recs []Record, rep *InspectReport) error {
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
 	if err != nil {

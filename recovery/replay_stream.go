@@ -50,6 +50,7 @@ func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts Rep
 	if err != nil {
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
+	w.SetCheckpointGate(opts.CheckpointGate)
 	defer w.Close()
 	return replayStream(ctx, w, f, resolved, sid, opts, maxStreamLine)
 }
@@ -73,6 +74,7 @@ func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts Repl
 	if err != nil {
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
+	w.SetCheckpointGate(opts.CheckpointGate)
 	defer w.Close()
 	rep, err := replayStream(ctx, w, f, resolved, sid, opts, maxLine)
 	return rep, store.Explain(w.Path(), err)

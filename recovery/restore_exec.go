@@ -33,7 +33,7 @@ func (p *RestorePlan) executeOnline(ctx context.Context, o RestoreOptions, res R
 		return res, fmt.Errorf("restore into %s: %w", p.dir, err)
 	}
 	defer d.close()
-	db, conn, err := openRestoreConn(ctx, p.Target)
+	db, conn, err := openRestoreConn(ctx, p.dir, p.dirID, p.base)
 	if err != nil {
 		return res, err
 	}
@@ -142,10 +142,41 @@ func (l *lockLoop) busy(err error) error {
 	return nil
 }
 
+// restoreConn is the online restore's connection, as one closer.
+type restoreConn struct {
+	db   *sql.DB
+	conn *sql.Conn
+}
+
+// MainFile is the file SQLite opened (store.MainFiler).
+func (c restoreConn) MainFile(ctx context.Context) (string, error) {
+	return store.MainFileOf(ctx, c.conn)
+}
+
+func (c restoreConn) Close() error {
+	c.conn.Close()
+	return c.db.Close()
+}
+
 // openRestoreConn opens the one writable connection an online restore
-// uses: mode=rw (never creates), PERSIST_WAL set before anything else, a
-// short busy timeout (the caller retries), and the store must be WAL.
-func openRestoreConn(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
+// uses on the store name in dir, through the directory's handle
+// (store.OpenSQLiteIn: the planned directory, no symlink, a regular file
+// of the directory's owner or root, the same inode after SQLite's open).
+func openRestoreConn(ctx context.Context, dir string, want store.DirID, name string) (*sql.DB, *sql.Conn, error) {
+	c, err := store.OpenSQLiteIn(dir, want, name, func(path string) (restoreConn, error) {
+		db, conn, err := openRestoreConnAt(ctx, path)
+		return restoreConn{db, conn}, err
+	})
+	if err != nil {
+		return nil, nil, err // the inner open's say "restore:"; the checks name the file
+	}
+	return c.db, c.conn, nil
+}
+
+// openRestoreConnAt opens it by name: mode=rw (never creates),
+// PERSIST_WAL set before anything else, a short busy timeout (the caller
+// retries), and the store must be WAL.
+func openRestoreConnAt(ctx context.Context, path string) (*sql.DB, *sql.Conn, error) {
 	if err := store.SidecarsRegular(path); err != nil {
 		return nil, nil, fmt.Errorf("restore: %w", err)
 	}
@@ -204,34 +235,18 @@ func (p *RestorePlan) onlineSafetyCopy(ctx context.Context, d capDir) ([]string,
 			_ = unix.Unlinkat(d.fd, partial, 0)
 		}
 	}()
-	// Our own connection on the copy, so its journal can be off (nothing
-	// else appears next to the store) and synchronous off (we fsync once).
-	db, err := sql.Open("sqlite", "file:"+escapeURIPath(d.join(partial))+"?mode=rw&_pragma=journal_mode(off)&_pragma=synchronous(off)")
+	created, err := d.lstat(partial)
 	if err != nil {
 		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
-	}
-	src := "file:" + escapeURIPath(p.Target) + "?mode=ro"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err = conn.Raw(func(dc any) error { return backupInto(dc, src) })
-		if err == nil || !store.IsBusy(err) || time.Now().After(deadline) {
-			break
-		}
-	}
-	if cerr := conn.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := p.backupLive(ctx, d.join(partial)); err != nil {
 		return nil, fmt.Errorf("restore: safety copy of %s into %s: %w (nothing was restored)", p.Target, d.join(partial), err)
 	}
-	if err := db.Close(); err != nil {
-		return nil, fmt.Errorf("restore: safety copy %s: %w", d.join(partial), err)
+	// SQLite opened the copy by name: what it wrote must be the file
+	// created above, in the directory d names.
+	if st, err := d.lstat(partial); err != nil || fileid.FromStat(&st) != fileid.FromStat(&created) || st.Size == 0 {
+		return nil, fmt.Errorf("restore: safety copy %s: %w: SQLite did not write the file created for it (err %v); nothing was restored",
+			d.join(partial), fileid.ErrIdentityChanged, err)
 	}
 	if err := fsyncAt(d, partial); err != nil {
 		return nil, err
@@ -244,6 +259,65 @@ func (p *RestorePlan) onlineSafetyCopy(ctx context.Context, d capDir) ([]string,
 		return []string{d.join(name)}, err
 	}
 	return []string{d.join(name)}, nil
+}
+
+// backupLive copies the live store into the file at dst with SQLite's
+// backup API. The source is read through a connection opened inside
+// store.OpenSQLiteIn's checks (the planned directory, reached without a
+// symlink, and the file SQLite opened being the store's), never a second
+// open by name: a directory swapped for a link to another user's must not
+// get that user's store copied into this one's directory. It reads the
+// last committed state, which under the restore's write lock, with the
+// writers stopped, is what the restore replaces. The copy's journal is
+// off (nothing else appears next to the store) and so is synchronous
+// (the caller fsyncs once).
+func (p *RestorePlan) backupLive(ctx context.Context, dst string) error {
+	src, err := store.OpenSQLiteIn(p.dir, p.dirID, p.base, store.OpenReadOnly)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	conn, err := src.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	dstURI := "file:" + escapeURIPath(dst) + "?mode=rw&_pragma=journal_mode(off)&_pragma=synchronous(off)"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = conn.Raw(func(dc any) error { return backupFrom(dc, dstURI) })
+		if err == nil || !store.IsBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// backupFrom copies the driver connection dc's database into dstURI.
+func backupFrom(dc any, dstURI string) error {
+	b, ok := dc.(interface {
+		NewBackup(string) (*sqliteBackup, error)
+	})
+	if !ok {
+		return errors.New("the SQLite driver connection has no backup API")
+	}
+	bk, err := b.NewBackup(dstURI)
+	if err != nil {
+		return err
+	}
+	return stepAll(bk)
+}
+
+func stepAll(b *sqliteBackup) error {
+	for {
+		more, err := b.Step(-1)
+		if err != nil {
+			b.Finish()
+			return err
+		}
+		if !more {
+			return b.Finish()
+		}
+	}
 }
 
 // safetyName picks <name>.pre-restore-<UTC> (with -2, -3, ... when taken)
@@ -275,17 +349,7 @@ func backupInto(dc any, srcURI string) error {
 	if err != nil {
 		return err
 	}
-	for {
-		more, err := b.Step(-1)
-		if err != nil {
-			b.Finish()
-			return err
-		}
-		if !more {
-			break
-		}
-	}
-	return b.Finish()
+	return stepAll(b)
 }
 
 func fsyncAt(d capDir, name string) error {

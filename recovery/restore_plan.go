@@ -176,11 +176,19 @@ func (p *RestorePlan) checkBackup(ctx context.Context) error {
 // classifyTarget decides between an online restore (healthy store) and a
 // publish (missing or broken), reading the main file's header through a
 // raw fd before any SQLite connection to it exists in this process.
+//
+// Everything is read through the handle on the directory checkDir
+// recorded (no symlink in any component, the same inode and owner), never
+// by name: a directory swapped in since is refused, not classified.
 func (p *RestorePlan) classifyTarget(ctx context.Context) error {
+	d, err := openStoreDir(p.dir, p.dirID)
+	if err != nil {
+		return fmt.Errorf("restore into %s: %w; nothing was changed", p.dir, err)
+	}
+	defer d.close()
 	for i, suffix := range roleSuffix {
 		path := p.Target + suffix
-		var st unix.Stat_t
-		err := unix.Lstat(path, &st)
+		st, err := d.lstat(p.base + suffix)
 		if errors.Is(err, unix.ENOENT) {
 			continue
 		}
@@ -206,9 +214,13 @@ func (p *RestorePlan) classifyTarget(ctx context.Context) error {
 		p.publish("missing")
 		return nil
 	}
-	f, err := openNoFollow(p.Target)
+	f, err := openatRegular(d, p.base)
 	if err != nil {
 		return fmt.Errorf("restore: open %s: %w", p.Target, err)
+	}
+	if st, err := fstatFile(f); err != nil || fileid.FromStat(&st) != p.files[roleMain].id {
+		f.Close()
+		return fmt.Errorf("restore: %s changed while it was inspected (%v): nothing was changed, retry", p.Target, err)
 	}
 	head, err := readHead(f, sqliteHeaderBytes)
 	f.Close() // before any SQLite connection: close() drops POSIX locks
@@ -225,7 +237,7 @@ func (p *RestorePlan) classifyTarget(ctx context.Context) error {
 	case head[18] != 2 || head[19] != 2:
 		return fmt.Errorf("restore: %s is a SQLite database in rollback-journal mode; Hermes stores are WAL, so this is not a profile's store: nothing was changed (is this the right file?)", p.Target)
 	}
-	why, err := p.checkTarget(ctx)
+	why, err := p.checkTarget(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -249,15 +261,36 @@ func (p *RestorePlan) publish(state string) {
 // checkTarget opens the store read-only and returns why it is broken, or
 // "" when it is healthy. Without a -wal it opens it immutable, so the
 // check creates no -wal/-shm (which a publish would then have to remove).
-func (p *RestorePlan) checkTarget(ctx context.Context) (string, error) {
-	if err := store.SidecarsRegular(p.Target); err != nil {
-		return "", fmt.Errorf("restore: %w", err)
+// SQLite opens it by name, inside store.OpenSQLiteIn's checks against the
+// recorded directory; the sidecars are checked through d first, so SQLite
+// never follows a -wal or -shm that is a link.
+func (p *RestorePlan) checkTarget(ctx context.Context, d capDir) (string, error) {
+	for _, sfx := range []string{"-wal", "-shm"} {
+		st, err := d.lstat(p.base + sfx)
+		if err == nil && !isRegular(&st) {
+			return "", fmt.Errorf("restore: %s%s is not a regular file (symlinks are not followed): %w", p.Target, sfx, store.ErrNotRegular)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return "", fmt.Errorf("restore: lstat %s%s: %w", p.Target, sfx, err)
+		}
 	}
-	dsn := "file:" + escapeURIPath(p.Target) + "?mode=ro&_pragma=busy_timeout(5000)"
-	if !p.files[roleWAL].exists {
-		dsn += "&immutable=1"
-	}
-	db, err := sql.Open("sqlite", dsn)
+	immutable := !p.files[roleWAL].exists
+	db, err := store.OpenSQLiteIn(p.dir, p.dirID, p.base, func(path string) (*sql.DB, error) {
+		dsn := "file:" + escapeURIPath(path) + "?mode=ro&_pragma=busy_timeout(5000)"
+		if immutable {
+			dsn += "&immutable=1"
+		}
+		db, err := sql.Open("sqlite", dsn)
+		if err == nil {
+			db.SetMaxOpenConns(1)
+			// Open the file now, between OpenSQLiteIn's two checks;
+			// the pool keeps this connection for the queries below.
+			if err = db.PingContext(ctx); err != nil {
+				db.Close()
+			}
+		}
+		return db, err
+	})
 	if err != nil {
 		return "", fmt.Errorf("restore: open %s: %w", p.Target, err)
 	}

@@ -470,3 +470,71 @@ func TestRestoreRefusesASwappedDirectory(t *testing.T) {
 		t.Fatalf("planned directory changed: %v -> %v", real, after)
 	}
 }
+
+// The store's directory swapped for a look-alike holding the same files
+// between the plan's directory check and its look at the target: the
+// target is not classified (nor opened by SQLite) in the look-alike; the
+// plan is refused. By name (before), classifyTarget read the look-alike's
+// files as the store's and planned on them.
+func TestRestorePlanRefusesADirectorySwappedBeforeClassify(t *testing.T) {
+	db := newStore(t, map[string]int{"s1": 4})
+	dir := filepath.Dir(db)
+	p := &RestorePlan{Target: db, dir: dir, base: filepath.Base(db), now: time.Now}
+	if err := p.checkDir(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"state.db", "state.db-wal", "state.db-shm"} {
+		if err := os.Rename(filepath.Join(dir+".real", n), filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	before := hermestest.DirState(t, dir)
+	if err := p.classifyTarget(context.Background()); !errors.Is(err, store.ErrDirChanged) {
+		t.Fatalf("classify in a swapped directory: %v (mode %v, target %q), want a changed-directory error", err, p.Mode, p.TargetState)
+	}
+	if after := hermestest.DirState(t, dir); after != before {
+		t.Fatalf("look-alike directory changed: %v -> %v", before, after)
+	}
+}
+
+// The safety copy reads the live store only through a connection opened
+// inside store.OpenSQLiteIn's checks: with state.db swapped for a symlink
+// to another user's store after the restore opened the directory, no copy
+// of that store lands in this directory. By name (before), SQLite
+// followed the link and the safety copy held the other store's rows.
+func TestRestoreSafetyCopyReadsOnlyThePlannedStore(t *testing.T) {
+	db := newStore(t, map[string]int{"s1": 4})
+	other := newStore(t, map[string]int{"b1": 7})
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	hermestest.VacuumInto(t, db, backup)
+	p, _, err := planIn(t, backup, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := openStoreDir(p.dir, p.dirID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	if err := os.Rename(db, db+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, db); err != nil {
+		t.Fatal(err)
+	}
+	copies, err := p.onlineSafetyCopy(context.Background(), d)
+	for _, c := range copies {
+		if n := rowCounts(t, c); n.Messages != 4 {
+			t.Errorf("safety copy %s has %d messages, want alice's 4 (7 are the other store's)", c, n.Messages)
+		}
+	}
+	if err == nil {
+		t.Fatalf("safety copy with %s a symlink to %s: no error (copies %v)", db, other, copies)
+	}
+}

@@ -70,23 +70,16 @@ func (g Generation) IDs() fileid.Family {
 	return fileid.Family{Main: id(g.Main), WAL: id(g.WAL), SHM: id(g.SHM)}
 }
 
-// CheckpointIdle checkpoints the WAL of the store at path into its main
+// checkpointIdle checkpoints the WAL of the store at path into its main
 // file through a connection of its own (PERSIST_WAL, so closing it never
-// removes -wal/-shm), when the files at the path are want both before the
-// connection opens its -wal and -shm and after: SQLite opens them by name,
-// and a -wal unlinked between the two opens would leave it with another
-// generation's -shm, whose frames it would then copy into the main.
-//
-// The caller holds want's inodes open (the guard does), so their numbers
-// cannot be reused by other files in between. Run it only where no
-// POSIX-locking connection of this process is open on the store (the
-// agent's use OFD locks).
-func CheckpointIdle(ctx context.Context, path string, want fileid.Family) (Checkpoint, error) {
-	if err := sameFiles(path, want); err != nil {
+// removes -wal/-shm), when same says the files are still the caller's
+// both before the connection opens its -wal and -shm and after: SQLite
+// opens them by name, and a -wal unlinked between the two opens would
+// leave it with another generation's -shm, whose frames it would then
+// copy into the main.
+func checkpointIdle(ctx context.Context, path string, same func() error) (Checkpoint, error) {
+	if err := same(); err != nil {
 		return Checkpoint{}, err
-	}
-	if err := SidecarsRegular(path); err != nil {
-		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.Clean(path))
 	db, err := sql.Open("sqlite", "file:"+esc+"?mode=rw&_pragma=busy_timeout(0)")
@@ -119,7 +112,7 @@ func CheckpointIdle(ctx context.Context, path string, want fileid.Family) (Check
 	if !strings.EqualFold(mode, "wal") {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s: journal mode %s: %w", path, mode, ErrNotWALStore)
 	}
-	if err := sameFiles(path, want); err != nil {
+	if err := same(); err != nil {
 		return Checkpoint{}, err
 	}
 	cp, err := TruncateCheckpoint(ctx, c, 0)
@@ -129,12 +122,15 @@ func CheckpointIdle(ctx context.Context, path string, want fileid.Family) (Check
 	return cp, nil
 }
 
-func sameFiles(path string, want fileid.Family) error {
+// sameFiles checks that the store's main, -wal and -shm, as lstat (by
+// name or through a directory handle) sees them, are want's inodes and
+// regular files.
+func sameFiles(path string, lstat func(sfx string) (fileid.State, error), want fileid.Family) error {
 	for _, f := range []struct {
 		suffix string
 		id     fileid.ID
 	}{{"", want.Main}, {"-wal", want.WAL}, {"-shm", want.SHM}} {
-		st, err := fileid.Lstat(path + f.suffix)
+		st, err := lstat(f.suffix)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", path, err)
 		}

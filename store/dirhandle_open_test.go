@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -82,4 +84,77 @@ func TestStoreOpensGoThroughDirHandle(t *testing.T) {
 			t.Errorf("state.db of another user: %v / %v, want ErrForeignOwner", ew, er)
 		}
 	}
+}
+
+// A directory on the way swapped for a symlink to another user's
+// directory while SQLite opens the store, and swapped back before the
+// second check, is still caught: SQLite resolved the link when it opened
+// the file, so the name it opened is not the store's. Both opens refuse,
+// and neither returns a connection to the other store.
+func TestOpenSQLiteInCatchesASwapDuringTheOpen(t *testing.T) {
+	tmp := realTemp(t)
+	alice := mkdir(t, tmp, "alice")
+	bob := mkdir(t, tmp, "bob")
+	for _, d := range []string{alice, bob} {
+		if err := hermestest.CreateStore(filepath.Join(d, "state.db")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ResolveStore(filepath.Join(alice, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// swapped runs open with alice's directory a symlink to bob's, then
+	// puts her directory back.
+	swapped := func(open func() error) error {
+		aside := alice + ".aside"
+		if err := os.Rename(alice, aside); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(bob, alice); err != nil {
+			t.Fatal(err)
+		}
+		err := open()
+		if err := os.Remove(alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(aside, alice); err != nil {
+			t.Fatal(err)
+		}
+		return err
+	}
+	ctx := context.Background()
+	_, err = OpenSQLiteIn(s.Dir(), s.DirID, "state.db", func(p string) (*sql.DB, error) {
+		var db *sql.DB
+		return db, swapped(func() (err error) {
+			if db, err = OpenReadOnly(p); err == nil {
+				err = db.PingContext(ctx) // SQLite opens the file now
+			}
+			return err
+		})
+	})
+	if !errors.Is(err, fileid.ErrIdentityChanged) {
+		t.Errorf("read-only open with the directory swapped during it: %v, want %v", err, fileid.ErrIdentityChanged)
+	}
+	_, err = OpenSQLiteIn(s.Dir(), s.DirID, "state.db", func(p string) (*Writable, error) {
+		var w *Writable
+		return w, swapped(func() (err error) {
+			w, err = OpenWritable(ctx, p)
+			return err
+		})
+	})
+	if !errors.Is(err, fileid.ErrIdentityChanged) {
+		t.Errorf("writable open with the directory swapped during it: %v, want %v", err, fileid.ErrIdentityChanged)
+	}
+	// Unswapped, both open.
+	db, err := s.OpenReadOnly()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	w, err := s.OpenWritable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
 }

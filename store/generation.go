@@ -51,35 +51,53 @@ const generationAttempts = 5
 // learned, so a caller can report them. A main file that is not a regular
 // file is such an error (it is never opened). A missing file is not an
 // error: its fileid.State has Exists false.
+//
+// The files are reached through a handle on mainPath's directory, taken
+// once with no symlink in any component (OpenDir, nothing recorded to
+// compare with): a directory swapped for a link is refused, and one
+// swapped during the read does not redirect it.
 func ReadGeneration(mainPath string) (Generation, error) {
+	return Store{Path: mainPath}.ReadGeneration()
+}
+
+func readGenerationRetry(d genFiles, name string) (Generation, error) {
 	var g Generation
 	var err error
 	for i := range generationAttempts {
-		g, err = readGeneration(mainPath, i == generationAttempts-1)
+		g, err = readGeneration(d, name, i == generationAttempts-1)
 		if !errors.Is(err, errChanged) {
 			return g, err
 		}
 	}
-	return g, fmt.Errorf("read generation %s: %w", mainPath, ErrFileChanged)
+	return g, fmt.Errorf("read generation %s: %w", d.join(name), ErrFileChanged)
 }
 
 var errChanged = errors.New("identity changed between lstat and open")
 
+// genFiles is where readGeneration finds a store's files: through its
+// directory's handle (inDir).
+type genFiles interface {
+	lstat(name string) (fileid.State, error)
+	open(name string) (*os.File, error) // O_NOFOLLOW|O_NONBLOCK, read-only
+	join(name string) string
+}
+
 // readGeneration reads one generation. Unless last, a WAL header with a
 // bad checksum is retried: SQLite always writes a valid one, so a bad one
 // is most likely a read torn by a concurrent header write.
-func readGeneration(mainPath string, last bool) (Generation, error) {
+func readGeneration(d genFiles, name string, last bool) (Generation, error) {
 	var g Generation
 	var err error
-	if g.Main, err = fileid.Lstat(mainPath); err != nil {
+	if g.Main, err = d.lstat(name); err != nil {
 		return g, err
 	}
-	if g.WAL, err = fileid.Lstat(mainPath + "-wal"); err != nil {
+	if g.WAL, err = d.lstat(name + "-wal"); err != nil {
 		return g, err
 	}
-	if g.SHM, err = fileid.Lstat(mainPath + "-shm"); err != nil {
+	if g.SHM, err = d.lstat(name + "-shm"); err != nil {
 		return g, err
 	}
+	mainPath := d.join(name)
 	if g.Main.Exists && !g.Main.Regular() {
 		return g, fmt.Errorf("read generation %s: main is a %v: %w", mainPath, fileType(g.Main.Mode), ErrNotRegular)
 	}
@@ -87,7 +105,7 @@ func readGeneration(mainPath string, last bool) (Generation, error) {
 		return g, fmt.Errorf("read generation %s-wal: %v: %w", mainPath, fileType(g.WAL.Mode), ErrNotRegular)
 	}
 	if g.Main.Exists {
-		b, err := readHeader(mainPath, g.Main, mainHeaderSize)
+		b, err := readHeader(d, name, g.Main, mainHeaderSize)
 		if err != nil {
 			return g, err
 		}
@@ -97,7 +115,7 @@ func readGeneration(mainPath string, last bool) (Generation, error) {
 		}
 	}
 	if g.WAL.Exists {
-		b, err := readHeader(mainPath+"-wal", g.WAL, WALHeaderSize)
+		b, err := readHeader(d, name+"-wal", g.WAL, WALHeaderSize)
 		if err != nil {
 			return g, err
 		}
@@ -111,11 +129,12 @@ func readGeneration(mainPath string, last bool) (Generation, error) {
 	return g, nil
 }
 
-// readHeader reads up to n bytes from the start of path, through an fd
-// whose identity must be want's. It returns errChanged if the path now
-// names another file (or none).
-func readHeader(path string, want fileid.State, n int) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollowFlags, 0)
+// readHeader reads up to n bytes from the start of name, through an fd
+// whose identity must be want's. It returns errChanged if the name now
+// leads to another file (or none).
+func readHeader(d genFiles, name string, want fileid.State, n int) ([]byte, error) {
+	path := d.join(name)
+	f, err := d.open(name)
 	if errors.Is(err, fs.ErrNotExist) || isLoop(err) {
 		return nil, errChanged
 	}

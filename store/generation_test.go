@@ -190,31 +190,40 @@ func TestDiffHeaders(t *testing.T) {
 }
 
 // TestReadHeaderIdentity: a header is only read through an fd on the
-// inode lstat saw; anything else is reported as a change to retry.
+// inode lstat saw; anything else is reported as a change to retry. By
+// name and through the directory's handle alike.
 func TestReadHeaderIdentity(t *testing.T) {
-	db := filepath.Join(realTemp(t), "state.db")
+	dir := realTemp(t)
+	db := filepath.Join(dir, "state.db")
 	createStore(t, db)
 	st, err := fileid.Lstat(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := readHeader(db, st, mainHeaderSize); err != nil || len(b) != mainHeaderSize {
-		t.Fatalf("readHeader: %d bytes, %v", len(b), err)
-	}
-	other := st
-	other.ID.Ino++
-	if _, err := readHeader(db, other, mainHeaderSize); !errors.Is(err, errChanged) {
-		t.Fatalf("wrong identity: %v", err)
-	}
-	if _, err := readHeader(db+"-gone", st, mainHeaderSize); !errors.Is(err, errChanged) {
-		t.Fatalf("vanished file: %v", err)
-	}
 	link := db + "-link"
 	if err := os.Symlink(db, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readHeader(link, st, mainHeaderSize); !errors.Is(err, errChanged) {
-		t.Fatalf("symlink swapped in: %v", err)
+	h, err := OpenDir(dir, DirID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, d := range []genFiles{inDir{h}} {
+		if b, err := readHeader(d, "state.db", st, mainHeaderSize); err != nil || len(b) != mainHeaderSize {
+			t.Fatalf("%T: readHeader: %d bytes, %v", d, len(b), err)
+		}
+		other := st
+		other.ID.Ino++
+		if _, err := readHeader(d, "state.db", other, mainHeaderSize); !errors.Is(err, errChanged) {
+			t.Fatalf("%T: wrong identity: %v", d, err)
+		}
+		if _, err := readHeader(d, "state.db-gone", st, mainHeaderSize); !errors.Is(err, errChanged) {
+			t.Fatalf("%T: vanished file: %v", d, err)
+		}
+		if _, err := readHeader(d, "state.db-link", st, mainHeaderSize); !errors.Is(err, errChanged) {
+			t.Fatalf("%T: symlink swapped in: %v", d, err)
+		}
 	}
 }
 

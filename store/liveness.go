@@ -43,13 +43,22 @@ type TurnLease struct {
 // ReadLiveness reads the store at path read-only, in one read transaction
 // so heartbeats and leases come from the same snapshot.
 func ReadLiveness(ctx context.Context, path string) (Liveness, error) {
-	lv, err := readLiveness(ctx, path)
+	lv, err := readLiveness(ctx, path, func() (*sql.DB, error) { return OpenReadOnly(path) })
 	return lv, Explain(path, err)
 }
 
-func readLiveness(ctx context.Context, path string) (Liveness, error) {
+// ReadLiveness is ReadLiveness of the store, opened through its
+// directory's handle (OpenReadOnly): the agent's stall check reads a
+// profile's store this way, so a directory swapped for a symlink since
+// discovery is refused, not read.
+func (s Store) ReadLiveness(ctx context.Context) (Liveness, error) {
+	lv, err := readLiveness(ctx, s.Path, s.OpenReadOnly)
+	return lv, Explain(s.Path, err)
+}
+
+func readLiveness(ctx context.Context, path string, open func() (*sql.DB, error)) (Liveness, error) {
 	var lv Liveness
-	db, err := OpenReadOnly(path)
+	db, err := open()
 	if err != nil {
 		return lv, fmt.Errorf("read liveness: %w", err)
 	}

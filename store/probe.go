@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -234,6 +233,10 @@ func describeMissing(missing []string) string {
 // empty file or one without the 16-byte SQLite magic is a
 // *NotHermesError (wrapping ErrNotSQLite for the latter) and is never
 // handed to SQLite, which would treat an empty file as an empty database.
+// Everything is reached through a handle on the file's directory, taken
+// once with no symlink in any component (OpenDir): the magic is read from
+// the fd opened there, and SQLite opens the name only inside
+// OpenSQLiteIn's checks against that directory.
 //
 // The magic is read through a raw fd that is closed before the probe
 // connection opens; like ReadGeneration, ProbeFile must not run while this
@@ -243,12 +246,28 @@ func ProbeFile(ctx context.Context, path string) (Schema, error) {
 	if err != nil {
 		return Schema{}, fmt.Errorf("probe %s: %w", path, err)
 	}
-	if err := checkSQLiteFile(abs); err != nil {
+	h, err := OpenDir(filepath.Dir(abs), DirID{})
+	if err != nil {
+		return Schema{}, fmt.Errorf("probe %s: %w", abs, err)
+	}
+	defer h.Close()
+	name := filepath.Base(abs)
+	if err := checkSQLiteFile(h, name); err != nil {
 		return Schema{}, err
 	}
-	db, err := OpenReadOnly(abs)
+	db, err := OpenSQLiteIn(h.Path(), h.ID(), name, func(p string) (*sql.DB, error) {
+		db, err := OpenReadOnly(p)
+		if err == nil {
+			// SQLite opens the file now, between OpenSQLiteIn's two
+			// checks; the pool keeps this one connection for the probe.
+			if err = db.PingContext(ctx); err != nil {
+				db.Close()
+			}
+		}
+		return db, err
+	})
 	if err != nil {
-		return Schema{}, err
+		return Schema{}, Explain(abs, err)
 	}
 	defer db.Close()
 	s, err := Probe(ctx, db)
@@ -262,18 +281,24 @@ func ProbeFile(ctx context.Context, path string) (Schema, error) {
 	return s, nil
 }
 
-func checkSQLiteFile(abs string) error {
-	fi, err := os.Lstat(abs)
+// checkSQLiteFile checks that name in h is a regular file starting with
+// the SQLite magic.
+func checkSQLiteFile(h *DirHandle, name string) error {
+	abs := h.Join(name)
+	st, err := h.Lstat(name)
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	if !fi.Mode().IsRegular() {
-		return &NotHermesError{Path: abs, Reason: fmt.Sprintf("it is a %s, not followed", fileType(fi.Mode())), Err: ErrNotRegular}
+	if !st.Exists {
+		return fmt.Errorf("probe %s: %w", abs, fs.ErrNotExist)
 	}
-	f, err := os.OpenFile(abs, os.O_RDONLY|noFollowFlags, 0)
+	if !st.Regular() {
+		return &NotHermesError{Path: abs, Reason: fmt.Sprintf("it is a %s, not followed", fileType(st.Mode)), Err: ErrNotRegular}
+	}
+	f, err := h.OpenFile(name)
 	if err != nil {
-		if isLoop(err) {
-			return &NotHermesError{Path: abs, Reason: "it became a symlink, not followed", Err: ErrNotRegular}
+		if isLoop(err) || errors.Is(err, ErrNotRegular) {
+			return &NotHermesError{Path: abs, Reason: "it became a symlink or another kind of file, not followed", Err: ErrNotRegular}
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("probe %s: %w", abs, err)

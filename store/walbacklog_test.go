@@ -114,10 +114,10 @@ func TestCheckpointIdle(t *testing.T) {
 	ctx := context.Background()
 	wrong := g.IDs()
 	wrong.SHM = wrong.WAL
-	if _, err := CheckpointIdle(ctx, db, wrong); !errors.Is(err, ErrGenerationMoved) {
+	if _, err := resolved(t, db).CheckpointIdle(ctx, wrong); !errors.Is(err, ErrGenerationMoved) {
 		t.Fatalf("CheckpointIdle with the wrong -shm = %v, want ErrGenerationMoved", err)
 	}
-	cp, err := CheckpointIdle(ctx, db, g.IDs())
+	cp, err := resolved(t, db).CheckpointIdle(ctx, g.IDs())
 	if err != nil || !cp.Done {
 		t.Fatalf("CheckpointIdle = %+v, %v", cp, err)
 	}
@@ -160,12 +160,12 @@ func TestBeginReadHoldsOffCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp, err := CheckpointIdle(ctx, db, g.IDs()); err != nil || cp.Done {
+	if cp, err := resolved(t, db).CheckpointIdle(ctx, g.IDs()); err != nil || cp.Done {
 		end()
 		t.Fatalf("checkpoint under a held read: %+v %v, want not done", cp, err)
 	}
 	end()
-	if cp, err := CheckpointIdle(ctx, db, g.IDs()); err != nil || !cp.Done {
+	if cp, err := resolved(t, db).CheckpointIdle(ctx, g.IDs()); err != nil || !cp.Done {
 		t.Fatalf("checkpoint after the read ended: %+v %v", cp, err)
 	}
 }

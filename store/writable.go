@@ -49,6 +49,7 @@ type Writable struct {
 
 	mu          sync.Mutex
 	dirty       bool // committed since the last complete checkpoint
+	gate        CheckpointGate
 	retryBudget time.Duration
 	onBusy      func(attempt int) // test hook: called before each busy backoff
 }
@@ -95,8 +96,10 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 func writableDSN(abs string) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
 	// mode=rw: SQLite must not create a missing file. _txlock makes every
-	// transaction BEGIN IMMEDIATE, as Hermes' writers do.
-	return fmt.Sprintf("file:%s?mode=rw&_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)",
+	// transaction BEGIN IMMEDIATE, as Hermes' writers do. No
+	// autocheckpoint: a commit's own checkpoint would write the main
+	// behind the CheckpointGate's back; Checkpoint (and Close) do it.
+	return fmt.Sprintf("file:%s?mode=rw&_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(0)",
 		esc, writeBusyTimeoutMS)
 }
 
@@ -151,6 +154,16 @@ func needsCJK(ctx context.Context, q Querier) (string, error) {
 	return "", rows.Err()
 }
 
+// mainFile is the main database's file name as SQLite opened it.
+func (w *Writable) mainFile(ctx context.Context) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn == nil {
+		return "", fmt.Errorf("%s: closed", w.path)
+	}
+	return MainFileOf(ctx, w.conn)
+}
+
 // Path is the store's absolute path.
 func (w *Writable) Path() string { return w.path }
 
@@ -192,7 +205,36 @@ func (w *Writable) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	return w.checkpointLocked(ctx)
 }
 
+// CheckpointGate is asked before every checkpoint of a Writable: the
+// agent's checkpoint must never write the main while a process that is no
+// connection of the store has it open for writing (cp, rsync --inplace):
+// its pages are the old generation's, and they would land in the new
+// content. BeginCheckpoint returns ok false to skip the checkpoint (the
+// rows stay in the -wal, which the incident captures), or an end func to
+// call once the checkpoint is over.
+type CheckpointGate interface {
+	BeginCheckpoint() (end func(), ok bool)
+}
+
+// ErrCheckpointHeld is Checkpoint's error when the gate refused it.
+var ErrCheckpointHeld = errors.New("checkpoint held: the main is open for writing by a process that is no connection of the store")
+
+// SetCheckpointGate makes every later checkpoint of w (Checkpoint, Close)
+// ask g first; nil asks nobody.
+func (w *Writable) SetCheckpointGate(g CheckpointGate) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gate = g
+}
+
 func (w *Writable) checkpointLocked(ctx context.Context) (Checkpoint, error) {
+	if w.gate != nil {
+		end, ok := w.gate.BeginCheckpoint()
+		if !ok {
+			return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", w.path, ErrCheckpointHeld)
+		}
+		defer end()
+	}
 	cp, err := TruncateCheckpoint(ctx, w.conn, writeBusyTimeoutMS)
 	if err != nil {
 		return cp, fmt.Errorf("checkpoint %s: %w", w.path, err)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +101,13 @@ type Agent struct {
 
 	mu      countedMutex
 	workers map[string]*worker
-	pending map[string]store.Store // discovered, no files yet (pending.go)
+	// wlist is workers in path order, with each one's scan target, made
+	// again only after workers changed (nil): every reconcile walks
+	// them all, and a fresh slice and map order each time cost every
+	// scan a lookup by path per store. Read only; under mu.
+	wlist    []*worker
+	wtargets []holders.Target
+	pending  map[string]store.Store // discovered, no files yet (pending.go)
 	// problemsSaid are the discovery problems already logged; only
 	// refreshStores touches it, under walkMu.
 	problemsSaid map[string]bool
@@ -126,6 +134,8 @@ type Agent struct {
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
 	verdicts map[string]holders.Verdict
+	// unchanged is the coverage's buffer (coverage.go); under scanMu.
+	unchanged []bool
 	// statAll: the next full scan reads every store's paths; audits
 	// counts the reconciles' scans (coverage.go).
 	statAll      atomic.Bool
@@ -176,7 +186,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	// forever otherwise; only those whose process is gone are removed.
 	removed, err := recovery.CleanPrivateCopies("")
 	if len(removed) > 0 || err != nil {
-		a.log.Info("stale private capture copies removed", "removed", removed, "err", err)
+		a.log.Info("stale private capture copies and copies at a cut removed", "removed", removed, "err", err)
 	}
 	if err := a.startWorkers(ctx); err != nil {
 		a.abort()
@@ -343,14 +353,31 @@ func (a *Agent) serve(ctx context.Context) error {
 	return nil
 }
 
+// allWorkers returns every worker in path order; the slice is shared:
+// never written.
 func (a *Agent) allWorkers() []*worker {
+	ws, _ := a.workerList()
+	return ws
+}
+
+// workerList is allWorkers and each worker's scan target, in the same
+// order; both shared, never written.
+func (a *Agent) workerList() ([]*worker, []holders.Target) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ws := make([]*worker, 0, len(a.workers))
-	for _, w := range a.workers {
-		ws = append(ws, w)
+	if a.wlist == nil {
+		ws := make([]*worker, 0, len(a.workers))
+		for _, w := range a.workers {
+			ws = append(ws, w)
+		}
+		slices.SortFunc(ws, func(x, y *worker) int { return strings.Compare(x.st.Path, y.st.Path) })
+		ts := make([]holders.Target, len(ws))
+		for i, w := range ws {
+			ts[i] = w.target
+		}
+		a.wlist, a.wtargets = ws, ts
 	}
-	return ws
+	return a.wlist, a.wtargets
 }
 
 // stopWorkers lets every worker finish its step in flight and stop,

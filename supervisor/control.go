@@ -10,7 +10,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
+)
+
+// maxControlConns bounds the control socket's open connections, and
+// controlIdleTimeout how long a kept-alive one may wait for its next
+// request: each costs the agent a goroutine and its buffers (some 16 KiB),
+// and a client that opens a connection per request and never closes them
+// (a poll loop with a fresh http.Transport each time) once held 4,284 of
+// them, 70 MB of agentd's heap, during one replay. A connection over the
+// bound is closed at once; agentctl uses one connection at a time.
+const (
+	maxControlConns    = 64
+	controlIdleTimeout = 30 * time.Second
 )
 
 // ControlServer serves the control API on a unix socket. Only root and the
@@ -98,6 +111,8 @@ func ListenControl(path string, h http.Handler, log *slog.Logger) (*ControlServe
 			h.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       controlIdleTimeout,
+		ConnState:         connLimit(maxControlConns, log),
 		ConnContext: func(ctx context.Context, conn net.Conn) context.Context {
 			uc, ok := conn.(*net.UnixConn)
 			if !ok {
@@ -118,6 +133,24 @@ func ListenControl(path string, h http.Handler, log *slog.Logger) (*ControlServe
 		}
 	}()
 	return c, nil
+}
+
+// connLimit is an http.Server ConnState hook that closes every connection
+// beyond max open ones as soon as it is accepted (before a request is
+// read from it).
+func connLimit(max int64, log *slog.Logger) func(net.Conn, http.ConnState) {
+	var open atomic.Int64
+	return func(c net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			if open.Add(1) > max {
+				log.Warn("control socket: too many open connections; closing the new one", "subsystem", "control", "limit", max)
+				c.Close()
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
 }
 
 // Path is the socket's path.

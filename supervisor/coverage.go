@@ -47,22 +47,24 @@ func auditSlot(path string) int64 {
 // coverage lists the targets of a full scan and those whose paths need
 // not be read again. audit: this is a reconcile's scan, which also reads
 // the stores whose audit slot has come.
-func (a *Agent) coverage(audit bool) ([]holders.Target, map[string]bool) {
-	ws := a.allWorkers()
+// The targets are the agent's shared list (workerList), unchanged a
+// buffer of the agent's: both are read only until the next scan, which
+// scanMu (held) keeps from starting.
+func (a *Agent) coverage(audit bool) ([]holders.Target, []bool) {
+	ws, targets := a.workerList()
 	all := a.statAll.Swap(false)
 	var turn int64 = -1
 	if audit {
 		turn = a.audits.Add(1) % auditEvery
 	}
-	targets := make([]holders.Target, 0, len(ws))
-	unchanged := make(map[string]bool, len(ws))
-	for _, w := range ws {
-		targets = append(targets, w.target)
+	if cap(a.unchanged) < len(ws) {
+		a.unchanged = make([]bool, len(ws))
+	}
+	unchanged := a.unchanged[:len(ws)]
+	for i, w := range ws {
 		// Cleared before the read, so an event after it owes another.
 		owed := w.statOwed.Swap(false)
-		if !owed && !all && w.auditSlot != turn && a.watch != nil && a.watch.Watched(w.st.Dir()) {
-			unchanged[w.target.Path] = true
-		}
+		unchanged[i] = !owed && !all && w.auditSlot != turn && a.watch != nil && a.watch.Watched(w.dir)
 	}
 	return targets, unchanged
 }

@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -95,7 +97,7 @@ func TestReconcileReadsOnlyUncoveredStores(t *testing.T) {
 	})
 	hermestest.Eventually(t, "the holder cache to hold the new main", 30*time.Second, func() bool {
 		sr, ok := a.cache.Known(w.target)
-		return ok && sr.Current[holders.RoleMain].ID == fresh
+		return ok && sr.Current.Of(holders.RoleMain).ID == fresh
 	})
 
 	a.owedAll()
@@ -103,6 +105,104 @@ func TestReconcileReadsOnlyUncoveredStores(t *testing.T) {
 	a.reconcile()
 	if got := stated() - base; got != stores {
 		t.Errorf("after events may have been lost, a reconcile read %d stores; want all %d", got, stores)
+	}
+}
+
+// An idle reconcile builds no store's scan result: each store's is the
+// last full scan's again (holders.Result.Reused), also for the stores its
+// audit reads again and finds the same. A store that changes is built
+// again, and only it.
+func TestIdleReconcileRebuildsNoStoreResult(t *testing.T) {
+	const n = 30
+	home := scaleHome(t, n)
+	a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour })
+	firstChecksDone(t, a, n+1)
+	rebuilt := func() int64 { return a.workCount().Rebuilt }
+	a.reconcile() // the first reconcile may build what the first checks' scans did not
+
+	base := rebuilt()
+	for range auditEvery {
+		a.reconcile()
+	}
+	if got := rebuilt() - base; got != 0 {
+		t.Errorf("%d idle reconciles built %d stores' scan results; want none", auditEvery, got)
+	}
+
+	db := filepath.Join(home, "profiles", "p00011", "state.db")
+	w := a.worker(db)
+	if w == nil {
+		t.Fatalf("no worker for %s", db)
+	}
+	hermestest.RenameFreshOver(t, db)
+	fi, err := os.Lstat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := fileid.Of(fi).ID
+	hermestest.Eventually(t, "the worker to see the new main", 30*time.Second, func() bool {
+		f := w.seen.Load()
+		return f != nil && f.Main == fresh
+	})
+	base = rebuilt()
+	a.reconcile()
+	if got := rebuilt() - base; got != 0 {
+		t.Errorf("the reconcile after one store's check had scanned its change built %d results; want none", got)
+	}
+	a.owedAll() // every store read again: found the same
+	base = rebuilt()
+	a.reconcile()
+	if got := rebuilt() - base; got != 0 {
+		t.Errorf("a reconcile that read every store again and found each as before built %d results; want none", got)
+	}
+}
+
+// A pending store (a profile directory with no state.db yet) in a watched
+// directory is looked at by reconciles only at its audit turn, or when
+// events may have been lost; its state.db appearing is an event. Without
+// fsnotify every reconcile looks at every one.
+func TestReconcileLooksAtPendingStoresOnlyWhenUncovered(t *testing.T) {
+	const n, empty = 5, 40
+	home := scaleHome(t, n)
+	for i := range empty {
+		if err := os.Mkdir(filepath.Join(home, "profiles", fmt.Sprintf("x%03d", i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, notify := range []bool{true, false} {
+		a := startAgent(t, home, func(o *Options) { o.Reconcile = time.Hour; o.DisableNotify = !notify })
+		firstChecksDone(t, a, n+1)
+		looked := func() int64 { return a.workCount().Pending }
+		base := looked()
+		for range auditEvery {
+			a.reconcile()
+		}
+		want := int64(empty)
+		if !notify {
+			want = empty * auditEvery
+		}
+		if got := looked() - base; got != want {
+			t.Errorf("notify %v: %d reconciles looked at %d pending stores; want %d", notify, auditEvery, got, want)
+		}
+		if notify {
+			a.owedAll()
+			base = looked()
+			a.reconcile()
+			if got := looked() - base; got != empty {
+				t.Errorf("after events may have been lost, a reconcile looked at %d pending stores; want all %d", got, empty)
+			}
+			// and the event of a state.db appearing starts its worker
+			db := filepath.Join(home, "profiles", "x007", "state.db")
+			if err := hermestest.CreateStore(db); err != nil {
+				t.Fatal(err)
+			}
+			hermestest.Eventually(t, "a worker for the new store", 30*time.Second, func() bool { return a.worker(db) != nil })
+			if err := os.Remove(db); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

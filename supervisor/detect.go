@@ -17,8 +17,12 @@ import (
 // first (from the holder cache, before anything else is read), and an
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
+	seenAt := w.takeEventAt()
 	w.openRewrites(nil)
-	gen := w.readGeneration()
+	gen, genAt := w.readGen()
+	if w.haveGen && gen.Diff(w.gen).Same() {
+		w.unchangedAt = genAt
+	}
 	if !w.haveGen || gen.Main.ID == w.gen.Main.ID {
 		// A main that is new at the path is a generation change, which
 		// this check classifies (mispaired, replaced) before it is
@@ -29,7 +33,11 @@ func (w *worker) check(at time.Time) {
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.takeEarly(frozen)
-	w.fastFreeze(gen, frozen)
+	trigger := at // what set the check off; its first store event if any
+	if !seenAt.IsZero() {
+		trigger = seenAt
+	}
+	w.fastFreeze(gen, frozen, w.changeSeen(trigger))
 	cut := w.walCut(gen)
 	changed := w.haveGen && !gen.Diff(w.gen).Same()
 	if len(frozen) > 0 || changed {
@@ -38,12 +46,26 @@ func (w *worker) check(at time.Time) {
 		// the sidecars, often from separate commands): classify what
 		// it leaves, not the instant between two of its steps. The
 		// orphans are already stopped, so waiting costs no data.
-		gen = w.settle(gen, frozen)
+		gen, genAt = w.settle(gen, frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
 		w.armOnOpen(gen) // the -shm comes just after the -wal
 		if cut == nil {
 			cut = w.walCut(gen)
 		}
+	}
+	if changed {
+		// Both the kick that set the check off and the first event at
+		// the store's paths since the last check came no later than the
+		// change's own event, so the later of them is the closer bound.
+		// Either can be stale: a kick queued while the worker was busy
+		// for seconds (a divert) keeps its time, and dating the change
+		// there replayed back rows the orphan committed before the rename
+		// (issue 18); the watcher can hand an event on with the time its
+		// burst began.
+		if seenAt.After(at) {
+			at = seenAt
+		}
+		at = w.changeSeen(at)
 	}
 	sr, ok := w.scan(gen, changed, frozen)
 	if !ok {
@@ -65,6 +87,7 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	w.gen, w.haveGen = gen, true
+	w.unchangedAt = genAt
 	w.watchMain(gen.Main)
 	fam := gen.IDs()
 	w.seen.Store(&fam)
@@ -76,7 +99,7 @@ func (w *worker) check(at time.Time) {
 		if hadGen {
 			oldRec = generationRecord(old)
 		}
-		w.openIncident(orphans, kind, policy, frozen, at, oldRec, gen, cut)
+		w.openIncident(orphans, kind, policy, frozen, at, seenAt, oldRec, gen, cut)
 	}
 }
 
@@ -220,7 +243,7 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 		now := w.readGeneration()
 		closer := closingPid(w.st, now)
 		for _, p := range orphansNow(cand, now) {
-			if !w.owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) {
+			if !w.owns(p.Ref()) && !w.restorer(p.Ref()) && !isCloser(&p, now, closer) && (p.MayWrite() || holdsStaleData(&p, now)) && !exited(&p) && !forkCopy(&p) {
 				orphans = append(orphans, p)
 			}
 		}
@@ -292,6 +315,7 @@ func (w *worker) thaw(pid int, f frozenProc, why string) {
 func (w *worker) thawLocked(pid int, f frozenProc, why string) {
 	err := holders.Thaw(f.ref)
 	if errors.Is(err, holders.ErrProcessGone) || why == "" {
+		w.log.Debug("holder resumed", "pid", pid, "err", err)
 		return
 	}
 	w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
@@ -355,13 +379,10 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 }
 
 // openIncident hands the orphans, frozen per policy, to the engine.
-func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
+func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at, seenAt time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	w.claimGuardWAL(orphans)
-	at2 := make(map[int]time.Time, len(frozen))
-	for pid, f := range frozen {
-		at2[pid] = f.at
-	}
-	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, At: at,
+	at2, after := frozenTimes(frozen)
+	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
 		Old: old, New: generationRecord(gen), Cut: cut})
 }
 
@@ -376,16 +397,20 @@ const (
 // settleQuiet and returns the generation then. A change that arrives while
 // it waits (a restore right after a writer created its sidecars) still
 // gets the fast-path freeze at once.
-func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.Generation {
+func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) (store.Generation, time.Time) {
 	deadline := time.Now().Add(settleMax)
 	for {
 		quiet := time.NewTimer(min(settleQuiet, time.Until(deadline)))
 		select {
-		case <-w.kickC:
+		case kicked := <-w.kickC:
 			quiet.Stop()
-			gen = w.readGeneration()
+			var at time.Time
+			gen, at = w.readGen()
+			if w.haveGen && gen.Diff(w.gen).Same() {
+				w.unchangedAt = at
+			}
 			w.takeEarly(frozen)
-			w.fastFreeze(gen, frozen)
+			w.fastFreeze(gen, frozen, w.changeSeen(kicked))
 			if time.Now().Before(deadline) {
 				continue
 			}
@@ -393,19 +418,57 @@ func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) store.G
 		case <-w.stop:
 			quiet.Stop()
 		}
-		return w.readGeneration()
+		return w.readGen()
 	}
 }
 
-// readGeneration reads what is at the store's paths now. A failed read
-// (a file missing, or changing under the read) still returns what lstat
-// saw, which is what detection compares.
+// readGen is readGeneration and when it began.
+func (w *worker) readGen() (store.Generation, time.Time) {
+	at := time.Now()
+	return w.readGeneration(), at
+}
+
+// changeSeen is when the change a check classifies was seen: at, the
+// time of what set the check off, but never before the worker last read
+// the store's paths and found them as it knew them. That trigger may be
+// older than the change: kicks coalesce keeping the earliest, the
+// reconcile walker's checks carry the time of its scan, and a kick that
+// arrives while a check settles is folded into it. Taken as the time the
+// change was seen, it put a restore hundreds of milliseconds before the
+// rename (the incident's replaced time, and holder.frozen latencies of
+// 406 ms on a writer the fast freeze stopped within 2 ms of the rename).
+func (w *worker) changeSeen(at time.Time) time.Time {
+	if w.unchangedAt.After(at) {
+		return w.unchangedAt
+	}
+	return at
+}
+
+// readGeneration reads what is at the store's paths now, through the
+// directory's handle (the directory discovery recorded, reached without a
+// symlink). A failed read (a file missing, or changing under the read)
+// still returns what lstat saw, which is what detection compares; a
+// directory swapped or replaced since discovery has none of the store's
+// files.
 func (w *worker) readGeneration() store.Generation {
-	g, err := store.ReadGeneration(w.st.Path)
+	g, err := w.st.ReadGeneration()
 	if err != nil && !errors.Is(err, store.ErrFileChanged) {
 		w.log.Debug("read generation", "err", err)
 	}
 	return g
+}
+
+// readGenerationChecked is readGeneration, and whether the store's
+// directory could be read at all: false when it was refused (changed
+// since discovery, gone, not reachable without a symlink), and the
+// generation has none of the store's files only for that reason.
+func (w *worker) readGenerationChecked() (store.Generation, bool) {
+	g, err := w.st.ReadGeneration()
+	if err != nil && !errors.Is(err, store.ErrFileChanged) {
+		w.log.Debug("read generation", "err", err)
+		return g, false
+	}
+	return g, true
 }
 
 // holdsStale reports whether a cached holder holds an inode of the store

@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
@@ -11,13 +13,19 @@ import (
 )
 
 // fastFreeze stops, from the holder cache alone, every process the last
-// scan saw able to write an inode that is not the one at its path in gen
-// and that still holds it now (one stat per fd: the cache is older than
-// the change, and SQLite's own last closer has closed its -wal before it
-// unlinks it); the targeted re-scan confirms or thaws afterwards. A
-// process that only reads the store is never stopped, nor one that is
-// closing the store as its last connection.
-func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
+// scan saw able to write one of the store's files that is no longer at
+// its path and that still holds it now (one stat per fd: the cache is
+// older than the change, and SQLite's own last closer has closed its -wal
+// before it unlinks it); the targeted re-scan confirms or thaws
+// afterwards. A process that only reads the store is never stopped, nor
+// one that is closing the store as its last connection.
+//
+// What counts as gone is decided in one place, fastStale, against the
+// generation the cache entry was read with and one read after it. gen,
+// the caller's read, only picks the candidates. seen is when the agent
+// read the event the caller acts on (zero: not known), each stop's
+// freeze latency is from it.
+func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc, seen time.Time) {
 	known, ok := w.a.cache.Known(w.target)
 	if !ok {
 		return
@@ -27,39 +35,100 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc) {
 	fresh := false
 	for i := range known.Holders {
 		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !holdsStale(p, gen) || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if _, done := frozen[p.Pid]; done || !p.MayWrite() || len(fastStale(p, gen)) == 0 || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if !fresh {
 			// gen may predate the cache entry: a writer creating its
 			// store makes -wal, then -shm, and a scan between gen's read
-			// and now lists a sidecar gen has not seen. Judge against
-			// the paths as they are after the cache was read.
-			gen, fresh = w.readGeneration(), true
-			if !holdsStale(p, gen) {
-				continue
+			// and now saw a sidecar gen has not. Judge against the paths
+			// as they are after the entry was loaded, and only if they
+			// could be read: a read the directory refused (changed since
+			// discovery, or gone) returns none of the store's files,
+			// which says nothing of what the holders hold.
+			var read bool
+			if gen, read = w.readGenerationChecked(); !read {
+				return
 			}
+			fresh = true
 		}
-		if pol.For(guessKind(p, gen)) == incident.PolicyObserve || !stillHoldsStale(p, gen) {
+		stale := fastStale(p, gen)
+		if len(stale) == 0 || pol.For(guessKind(p, gen)) == incident.PolicyObserve {
 			continue
 		}
+		// Who closes the store is asked before whether p still holds
+		// what is gone, in the reverse of the order SQLite's last closer
+		// does them (lock the main EXCLUSIVE, unlink and close the -shm,
+		// close and unlink the -wal, unlock): a closer not seen holding
+		// the lock now (after gen showed its unlink) has unlocked, so has
+		// closed its -shm before StillHolds looks. Asked the other way
+		// round, a closer that unlocked between the two was stopped
+		// (TestCleanCloseIsNeverStopped, 2 runs in 50 under load:
+		// "stale=shm ... fd 7 mapped true", closer=0).
 		if closer < 0 {
 			closer = closingPid(w.st, gen)
 		}
-		if isCloser(p, gen, closer) {
+		if isCloser(p, gen, closer) || !stillHoldsAny(p, stale) {
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
-			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+			frozen[p.Pid] = stoppedAfter(p.Ref(), seen)
+			w.log.Debug("holder stopped by the fast freeze; the confirming scan keeps or thaws it", "pid", p.Pid, "closer", closer,
+				"stale", describeHeld(stale), "main", gen.Main.ID.String(), "wal", gen.WAL.ID.String(), "shm", gen.SHM.ID.String())
 		}
 	}
 }
 
-// stillHoldsStale reports whether p still holds, now, one of the inodes
-// the cache says it holds that is not at its path in g.
-func stillHoldsStale(p *holders.Process, g store.Generation) bool {
+// fastStale lists the files of a cached holder the fast freeze may act
+// on: those at none of the store's paths in g, a generation read after
+// the cache entry through the directory discovery recorded. An inode now
+// at one of the store's paths, under whatever role, is not stale: a store
+// created right after another was closed gets the unlinked -shm's number
+// for its main (b553132).
+//
+// A file the scan that filled the entry already saw off its path counts
+// too: limiting the judgement to the files that scan saw at their paths
+// (Held.Current) let a writer go on committing into an orphan after a
+// rewrite, whose targeted scans had refreshed the entry
+// (TestRewriteCutFromToolStart, now TestRewriteCutAtToolOpen, lost rows, 2 runs in 5).
+func fastStale(p *holders.Process, g store.Generation) []holders.Held {
+	var out []holders.Held
 	for _, f := range p.Files {
-		if cur := fileOf(g, f.Role); (!cur.Exists || cur.ID != f.ID) && holders.StillHolds(p, f.ID) {
+		if isCurrent(g, f.ID) {
+			continue
+		}
+		if cur := fileOf(g, f.Role); !cur.Exists || cur.ID != f.ID {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// stillHoldsAny reports whether p still holds, now, one of the files
+// fastStale found.
+func stillHoldsAny(p *holders.Process, stale []holders.Held) bool {
+	for _, f := range stale {
+		if holders.StillHolds(p, f.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeHeld says which cached files made the fast freeze stop a
+// holder (role, inode, fd, mapped), for the debug log.
+func describeHeld(fs []holders.Held) string {
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%s %v fd %d mapped %v", f.Role, f.ID, f.FD, f.Mapped))
+	}
+	return strings.Join(out, "; ")
+}
+
+// isCurrent reports whether id is at one of the store's three paths in g.
+func isCurrent(g store.Generation, id fileid.ID) bool {
+	for _, c := range []fileid.State{g.Main, g.WAL, g.SHM} {
+		if c.Exists && c.ID == id {
 			return true
 		}
 	}
@@ -121,7 +190,7 @@ func isCloser(p *holders.Process, g store.Generation, closer int) bool {
 // confirms or thaws it like any fast-path freeze. Everything fastFreeze
 // reads is safe from any goroutine (the cache, the engine's holders, the
 // policies and the restore intents take their own locks).
-func (w *worker) freezeEarly() {
+func (w *worker) freezeEarly(trigger time.Time) {
 	gen := w.readGeneration()
 	w.earlyMu.Lock()
 	defer w.earlyMu.Unlock()
@@ -131,18 +200,34 @@ func (w *worker) freezeEarly() {
 	if w.early == nil {
 		w.early = map[int]frozenProc{}
 	}
-	w.fastFreeze(gen, w.early)
+	n := len(w.early)
+	w.fastFreeze(gen, w.early, trigger)
+	if len(w.early) > n {
+		// The check that confirms the freeze runs on the worker: a
+		// replay there must not keep it waiting.
+		w.yieldReplay("its writers were frozen")
+	}
 }
 
 // closeEarly, when the worker stops, thaws what the early freeze stopped
 // and no check took: nobody stays stopped without an incident.
+//
+// One an incident owns stays stopped: a fast freeze on a kicker's
+// goroutine can stop a writer again after the check that opened its
+// incident took the early freezes, and thawing it then let a writer the
+// incident holds (policy hold) run on into the orphan once the agent
+// stopped (TestResumedIncidentBeforeFirstCheck, once under load). It runs
+// before the engine closes, while the engine still knows what it owns.
 func (w *worker) closeEarly() {
 	w.earlyMu.Lock()
 	defer w.earlyMu.Unlock()
 	w.earlyClosed = true
 	for pid, f := range w.early {
-		w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
 		delete(w.early, pid)
+		if w.owns(f.ref) {
+			continue
+		}
+		w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
 	}
 }
 
@@ -165,4 +250,31 @@ func (w *worker) takeEarly(frozen map[int]frozenProc) {
 type frozenProc struct {
 	ref holders.ProcRef
 	at  time.Time
+	// seen is when the agent read the event this stop acted on (a kick's
+	// time for the fast freeze, an open's or a write's for a rewrite);
+	// zero: not known. The freeze latency is at - seen.
+	seen time.Time
+}
+
+// stoppedAfter is ref stopped now, acting on an event read at seen.
+func stoppedAfter(ref holders.ProcRef, seen time.Time) frozenProc {
+	return frozenProc{ref: ref, at: time.Now(), seen: seen}
+}
+
+// frozenTimes is, for an incident's opening, when each process was
+// stopped and, where the event it acted on is known, how long after that
+// event: the freeze latency, from the event of that stop. An incident's
+// own time (the change it classifies) can come after a stop, as a
+// rewrite's write comes after the gate stopped its writers at the open.
+// Never negative: seen is read before the stop.
+func frozenTimes(frozen map[int]frozenProc) (map[int]time.Time, map[int]time.Duration) {
+	at := make(map[int]time.Time, len(frozen))
+	after := map[int]time.Duration{}
+	for pid, f := range frozen {
+		at[pid] = f.at
+		if !f.seen.IsZero() {
+			after[pid] = max(f.at.Sub(f.seen), 0)
+		}
+	}
+	return at, after
 }

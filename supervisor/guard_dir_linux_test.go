@@ -38,10 +38,7 @@ func TestGuardArmsOnlyInRecordedDir(t *testing.T) {
 	hermestest.Eventually(t, "the worker for the profile", 30*time.Second, func() bool { return a.worker(mine) != nil })
 	w := a.worker(mine)
 	arm := func() error {
-		g, err := store.ReadGeneration(mine) // by name, as the worker reads it
-		if err != nil {
-			t.Logf("read generation: %v", err)
-		}
+		g := byNameGeneration(t, mine) // as a by-name lstat sees it
 		// Called from here: armGuardChecked reads only w.st, set at the
 		// worker's creation, and a rescan may have retired this worker
 		// (a look-alike directory gets a new one).

@@ -17,6 +17,7 @@ import (
 	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
 )
 
 func guardOn(o *Options) { o.Guard = true }
@@ -120,7 +121,9 @@ func containsFD(fds []uintptr, fd uintptr) bool {
 // postGuard sends a guard request over the agent's control socket.
 func postGuard(t testing.TB, a *Agent, verb string, req control.GuardRequest) (control.GuardAnswer, int) {
 	t.Helper()
-	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	// No keep-alive: a client per request would leave an idle connection
+	// behind each time (the control socket bounds them).
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.SocketPath())
 	}}}
 	body, _ := json.Marshal(req)
@@ -136,4 +139,24 @@ func postGuard(t testing.TB, a *Agent, verb string, req control.GuardRequest) (c
 		}
 	}
 	return ans, resp.StatusCode
+}
+
+// byNameGeneration is the store's three files as lstat by name sees them
+// (a symlink in a directory component followed): the attacker's view of
+// a swapped profile directory, which store.ReadGeneration (through a
+// directory handle) refuses.
+func byNameGeneration(t testing.TB, db string) store.Generation {
+	t.Helper()
+	var g store.Generation
+	for _, f := range []struct {
+		st  *fileid.State
+		sfx string
+	}{{&g.Main, ""}, {&g.WAL, "-wal"}, {&g.SHM, "-shm"}} {
+		st, err := fileid.Lstat(db + f.sfx)
+		if err != nil {
+			t.Logf("lstat %s%s: %v", db, f.sfx, err)
+		}
+		*f.st = st
+	}
+	return g
 }

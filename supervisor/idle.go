@@ -59,10 +59,17 @@ func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 	h, err := w.st.OpenDir()
 	if err == nil {
 		h.Close()
+		end, ok := w.BeginCheckpoint()
+		if !ok {
+			w.log.Debug("checkpoint of the idle store held: its main is open for writing by another process")
+			w.recheck.Store(true)
+			return
+		}
 		err = store.AsOwner(ownerOf(w.st.DirID), ownerGroup(w.st.DirID), func() (err error) {
-			cp, err = store.CheckpointIdle(ctx, w.st.Path, ids)
+			cp, err = w.st.CheckpointIdle(ctx, ids)
 			return err
 		})
+		end()
 	}
 	if err != nil {
 		w.log.Warn("checkpoint of the idle store failed; retried at the next reconcile", "err", err)

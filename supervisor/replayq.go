@@ -51,15 +51,35 @@ func (a *Agent) runJob(job journal.Job) {
 	var rep recovery.ReplayReport
 	var err error
 	var dir store.DirID
-	if w := a.worker(job.Store); w != nil {
-		dir = w.st.DirID
+	var gate store.CheckpointGate
+	ctx := a.ctx
+	w := a.worker(job.Store)
+	if w != nil {
+		dir, gate = w.st.DirID, w
+		var done func()
+		ctx, done = w.startReplay(a.ctx)
+		defer done()
 	}
-	run := func() { rep, err = replayJob(a.ctx, job, dir) }
+	run := func() {
+		if w != nil {
+			if err = w.checkFirst(); err == nil {
+				err = w.replayMayStart()
+			}
+			if err != nil {
+				err = fmt.Errorf("%w: %w", journal.ErrNotYet, err)
+				return
+			}
+		}
+		rep, err = replayJob(ctx, job, dir, gate)
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, errYielded) {
+			err = fmt.Errorf("%w: %w: %v", journal.ErrNotYet, cause, err)
+		}
+	}
 	if a.restoring(job.Store) {
 		// An announced restore is rewriting the store: wait for it.
 		run = func() { err = fmt.Errorf("store %s is being restored; retried after the restore", job.Store) }
 	}
-	if w := a.worker(job.Store); w != nil {
+	if w != nil {
 		if derr := w.do(a.ctx, run); derr != nil {
 			err = derr
 		}
@@ -112,18 +132,22 @@ func (a *Agent) runJob(job journal.Job) {
 // sha256 its divert.json records (recovery.ReplayInput). A job an operator
 // queued (root or the agent's user, over the socket) names its file
 // explicitly and is replayed as they asked.
-func replayJob(ctx context.Context, job journal.Job, dir store.DirID) (recovery.ReplayReport, error) {
-	opts := recovery.ReplayOptions{SessionID: job.SessionID}
+//
+// gate (the store's worker; nil: none) is asked before the replay's
+// checkpoint (BeginCheckpoint).
+func replayJob(ctx context.Context, job journal.Job, dir store.DirID, gate store.CheckpointGate) (recovery.ReplayReport, error) {
+	opts := recovery.ReplayOptions{SessionID: job.SessionID, CheckpointGate: gate}
 	if job.IncidentID == "" {
 		if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
 			opts = f.ReplayOptions()
 		}
-		opts.FromLine = job.FromLine
+		opts.FromLine, opts.CheckpointGate = job.FromLine, gate
 		return replayResult(recovery.ReplayFile(ctx, job.Store, job.Path, opts))
 	}
 	in := recovery.ReplayInput{ProfileDir: filepath.Dir(job.Store), Dir: dir}
 	if f, ok, err := recovery.DivertSessionFor(job.Path); err == nil && ok {
 		opts = f.ReplayOptions()
+		opts.CheckpointGate = gate
 		in.SHA256 = f.SHA256
 	} else if recovery.IsDivertPath(filepath.Dir(job.Store), job.Path) {
 		return recovery.ReplayReport{}, fmt.Errorf("%w: %w: %s is under sessions/recovered/ but no divert.json lists it; not replayed",

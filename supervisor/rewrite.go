@@ -12,6 +12,7 @@ import (
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/modwatch"
+	"github.com/stateguard/stateguard/store"
 )
 
 // In-place rewrites (docs/design.md §5, kind rewritten). A store's own
@@ -165,6 +166,9 @@ type rewriteSeen struct {
 	// confirmed: the writer was seen with the main open and no sidecar,
 	// or it had cut the main short; not a connection that checkpointed.
 	confirmed bool
+	// cut is the WAL position at the writer's open, read by the gate
+	// (nil: not gated; the incident reads it at its pins, late).
+	cut *store.WALCut
 }
 
 // rewriteState is what a worker's detection shares with modwatch's
@@ -194,6 +198,14 @@ type rewriteState struct {
 	// checkpoint (the unprivileged judge, rewrite_unpriv.go).
 	lastHdr mainHeaderSeen
 	vouched map[int]uint64 // pid → start ticks of connections seen writing
+	// holding counts foreign opens and writes of the main being looked
+	// into; ownCkpt is closed when the agent's own checkpoint in flight
+	// ends (nil: none). See BeginCheckpoint.
+	holding int
+	ownCkpt chan struct{}
+	// shm is the -shm's wal-index mark at the last two checks, newest
+	// first (rewrite_shm.go).
+	shm [2]shmMark
 }
 
 func (w *worker) rewriting(pid int) bool {
@@ -222,15 +234,25 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		w.racedRewrite(ev)
 		return
 	}
-	w.rws.inspecting.Lock()
-	defer w.rws.inspecting.Unlock()
-	truncated := size.Exists && size.ID == ev.ID && size.Size < w.rws.mainSize.Load()
+	// A connection the last scan saw is no rewriter: it is vouched for
+	// before the agent's checkpoints are held, which yields a running
+	// replay. A live writer checkpoints every few hundred milliseconds;
+	// yielding to each of its writes kept a slow replay from ever
+	// finishing (CI's TestSidecarLostIncident under -race).
 	known, _ := w.a.cache.Known(w.target)
 	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
+		if p.StartTicks != 0 {
+			w.vouch(holders.ProcRef{Pid: p.Pid, StartTicks: p.StartTicks})
+		}
 		w.rws.mainSize.Store(size.Size)
 		w.racedRewrite(ev)
 		return
 	}
+	w.rws.inspecting.Lock()
+	defer w.rws.inspecting.Unlock()
+	_, unhold := w.holdOwnCheckpoints()
+	defer unhold()
+	truncated := size.Exists && size.ID == ev.ID && size.Size < w.rws.mainSize.Load()
 	if w.restorer(holders.ProcRef{Pid: ev.Pid}) {
 		return
 	}
@@ -260,7 +282,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 		return
 	}
 
-	frozen := w.freezeWriters(known.Holders, ev.Pid)
+	frozen := w.freezeWriters(known.Holders, ev.Pid, ev.At)
 	for pid, f := range gated.frozen {
 		frozen[pid] = f // stopped since its open(2), before this write
 	}
@@ -298,7 +320,7 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	for pid := range frozen {
 		w.rws.stopped[pid] = true
 	}
-	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed})
+	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed, cut: gated.cut})
 	w.rws.mu.Unlock()
 	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
 		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
@@ -345,8 +367,11 @@ func peekWriter(ev modwatch.Event, ids ...fileid.ID) (holders.Peek, error) {
 
 // freezeWriters stops every cached holder that can write the generation,
 // but the writer itself and what an incident or the operator already
-// has; the policy observe freezes nothing.
-func (w *worker) freezeWriters(known []holders.Process, writer int) map[int]frozenProc {
+// has; the policy observe freezes nothing. seen is when the agent read
+// the event it acts on: each stop's freeze latency is from it (the gate's
+// stops come before the write that opens the incident, so a latency from
+// that write's event was negative).
+func (w *worker) freezeWriters(known []holders.Process, writer int, seen time.Time) map[int]frozenProc {
 	frozen := map[int]frozenProc{}
 	if w.a.policies(w.st.Path).For(journal.KindRewritten) == incident.PolicyObserve {
 		return frozen
@@ -357,7 +382,8 @@ func (w *worker) freezeWriters(known []holders.Process, writer int) map[int]froz
 			continue
 		}
 		if err := holders.Freeze(p.Ref()); err == nil {
-			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+			frozen[p.Pid] = stoppedAfter(p.Ref(), seen)
+			w.log.Debug("holder stopped for a write into the main", "pid", p.Pid, "writer", writer)
 		}
 	}
 	return frozen
@@ -431,19 +457,28 @@ func (w *worker) openRewrites(held map[int]frozenProc) {
 		}
 		w.openRewrite(rs)
 	}
+	w.noteSHM() // after the rewrites it judged: the baseline of the next
 }
 
 func (w *worker) openRewrite(rs rewriteSeen) {
 	if !rs.confirmed {
 		// A writer gone before it could be looked at may have been a
 		// connection closing as the last one: its checkpoint wrote the
-		// main, then it removed (or emptied) the -wal. With no WAL frames
-		// at the path there is nothing the main could be mispaired with.
-		if wal, err := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); err != nil || !wal.Exists || wal.Size <= walHeaderBytes {
+		// main, then it removed (or emptied) the -wal. With no -wal at
+		// the path there is nothing the main could be mispaired with.
+		// An empty -wal next to a -shm no checkpoint touched since the
+		// last check is no checkpoint's (rewrite_shm.go): a connection
+		// that read since the WAL's reset would commit on its stale cache.
+		wal, err := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
+		if err != nil || !wal.Exists || (wal.Size <= walHeaderBytes && !w.shmUnchangedSince(rs.at)) {
 			w.log.Info("a process gone before it could be looked at wrote the main; no WAL left to mispair, nothing to do",
 				"pid", rs.writer.Pid)
 			w.thawAll(rs.frozen, "the rewriter was gone and no WAL is left to mispair")
 			return
+		}
+		if wal.Size <= walHeaderBytes {
+			w.log.Warn("a process gone before it could be looked at wrote the main, and no checkpoint has written it since the last check: a rewrite",
+				"pid", rs.writer.Pid)
 		}
 	}
 	pids := make([]int, 0, len(rs.frozen))
@@ -467,10 +502,12 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
 			bystanders = append(bystanders, p.Ref())
 			continue
+		case forkCopy(p):
+			continue // the agent's own fds, in a child not exec'd yet
 		}
 		if _, done := rs.frozen[p.Pid]; !done && policy != incident.PolicyObserve {
 			if err := holders.Freeze(p.Ref()); err == nil {
-				rs.frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
+				rs.frozen[p.Pid] = stoppedAfter(p.Ref(), rs.at)
 			}
 		}
 		writers = append(writers, *p)
@@ -486,16 +523,13 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 			"pid", rs.writer.Pid, "exe", rs.writer.Exe)
 		return
 	}
-	at := make(map[int]time.Time, len(rs.frozen))
-	for pid, f := range rs.frozen {
-		at[pid] = f.at
-	}
+	at, after := frozenTimes(rs.frozen)
 	w.claimGuardWAL(writers)
 	gen := generationRecord(w.readGeneration())
 	var rewriter *holders.Process
 	if rs.writer.Pid > 0 {
 		rewriter = &rs.writer // unprivileged detection names none
 	}
-	w.engine().Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, At: rs.at,
-		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders})
+	w.engine().Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, FrozenAfter: after, At: rs.at,
+		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders, Cut: rs.cut})
 }

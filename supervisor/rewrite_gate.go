@@ -2,11 +2,13 @@ package supervisor
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/modwatch"
+	"github.com/stateguard/stateguard/store"
 )
 
 // As root on a kernel with fanotify permission events, a process that
@@ -19,9 +21,14 @@ import (
 // freeze; a close without any write, or none within gatedMax, thaws them.
 
 const (
-	// gateStopWait bounds the wait for the frozen writers to be seen
-	// stopped (a stopping process finishes the system call it is in).
-	gateStopWait = 50 * time.Millisecond
+	// gateStopWait bounds the wait, from the open, for the frozen writers
+	// to be seen stopped. A stopping process first finishes the system
+	// call it is in, and under I/O load a checkpoint's fsync takes well
+	// over 50 ms (the earlier bound): the tool was then let write while a
+	// writer still ran, and its later write counted as rewrite.raced. The
+	// gate lets the open through at modwatch.GateTimeout anyway, so the
+	// wait uses nearly all of it.
+	gateStopWait = modwatch.GateTimeout - 20*time.Millisecond
 	// gatedMax is how long writers stay frozen for an open for writing
 	// that writes nothing.
 	gatedMax = 10 * time.Second
@@ -32,6 +39,10 @@ const (
 type gatedSeen struct {
 	at     time.Time
 	frozen map[int]frozenProc
+	// cut is where the live WAL's committed frames ended once the frozen
+	// writers were seen stopped, before the tool's open returned (nil:
+	// unread): the rewritten incident's frame cut.
+	cut *store.WALCut
 }
 
 func (w *worker) gatedOpen(ev modwatch.Event) {
@@ -41,19 +52,38 @@ func (w *worker) gatedOpen(ev modwatch.Event) {
 	if wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL)); !wal.Exists {
 		return // no live WAL to pair the new pages with (foreignWrite)
 	}
+	// A connection the scan knows, or one seen writing since, is no
+	// rewriter: nothing is frozen or yielded for it.
 	known, _ := w.a.cache.Known(w.target)
-	if p := findPid(known.Holders, ev.Pid); p != nil && connection(p) {
+	if p := findPid(known.Holders, ev.Pid); (p != nil && connection(p)) || w.vouched(ev.Pid) {
 		return
 	}
-	frozen := w.freezeWriters(known.Holders, ev.Pid)
-	ctx, cancel := context.WithTimeout(context.Background(), gateStopWait)
-	var held []int
-	for pid, f := range frozen {
-		if holders.WaitStopped(ctx, f.ref) == nil {
-			held = append(held, pid)
+	// The hold refuses a replay that registers after its yield
+	// (replayMayStart) until the tool writes (its incident) or closes.
+	ownCkpt, unhold := w.holdOwnCheckpoints()
+	defer unhold()
+	frozen := w.freezeWriters(known.Holders, ev.Pid, ev.At)
+	ctx, cancel := context.WithDeadline(context.Background(), ev.At.Add(gateStopWait))
+	if ownCkpt != nil {
+		// The agent's own checkpoint (a replay's) writes the main as the
+		// frozen writers' would: let the tool's open wait for it too.
+		select {
+		case <-ownCkpt:
+		case <-ctx.Done():
+			w.log.Warn("an open of the live main for writing is let through while the agent's own checkpoint runs", "pid", ev.Pid)
 		}
 	}
+	var held []int
+	for pid, f := range frozen {
+		if err := holders.WaitStopped(ctx, f.ref); err != nil {
+			w.log.Warn("an open of the live main for writing is let through before a writer was seen stopped",
+				"pid", ev.Pid, "writer", pid, "err", err)
+			continue
+		}
+		held = append(held, pid)
+	}
 	cancel()
+	cut := w.gateCut()
 	w.rws.mu.Lock()
 	if w.rws.held == nil {
 		w.rws.held = map[int]bool{}
@@ -68,8 +98,11 @@ func (w *worker) gatedOpen(ev modwatch.Event) {
 		for pid, f := range old.frozen {
 			frozen[pid] = f
 		}
+		if old.cut != nil {
+			cut = old.cut // the tool's first open is where the restore began
+		}
 	}
-	w.rws.gated[ev.Pid] = gatedSeen{at: ev.At, frozen: frozen}
+	w.rws.gated[ev.Pid] = gatedSeen{at: ev.At, frozen: frozen, cut: cut}
 	if w.rws.stopped == nil {
 		w.rws.stopped = map[int]bool{}
 	}
@@ -77,8 +110,38 @@ func (w *worker) gatedOpen(ev modwatch.Event) {
 		w.rws.stopped[pid] = true
 	}
 	w.rws.mu.Unlock()
-	w.log.Debug("an open of the live main for writing was held until its writers were frozen", "pid", ev.Pid, "frozen", len(frozen))
+	w.log.Debug("an open of the live main for writing was held until its writers were frozen", "pid", ev.Pid,
+		"frozen", len(frozen), "seen_stopped", len(held), "held_ms", time.Since(ev.At).Milliseconds())
 	time.AfterFunc(gatedMax, func() { w.ungate(ev.Pid, ev.At, "it opened the main for writing and wrote nothing") })
+}
+
+// gateCut reads, through the directory's handle, where the store's WAL
+// stands: its last committed frame. gatedOpen reads it once the writers
+// it froze are seen stopped, before the tool's open returns, so it is
+// exact to the commit, however long the tool took to get to its open
+// (rsync forks its receiver hundreds of milliseconds after it starts under
+// load) and whatever the writers checkpointed meanwhile: what was
+// committed by then is what the restore overwrites; a frame after it was
+// committed after the restore began (a writer the freeze missed) and is
+// replayed.
+func (w *worker) gateCut() *store.WALCut {
+	wal, err := w.st.OpenFile("-wal")
+	if err != nil {
+		w.log.Debug("no wal position at the gate", "err", err)
+		return nil
+	}
+	defer wal.Close()
+	var shm io.ReaderAt // a nil *os.File would be a non-nil reader
+	if f, err := w.st.OpenFile("-shm"); err == nil {
+		defer f.Close()
+		shm = f
+	}
+	c, err := store.ReadWALCut(wal, shm)
+	if err != nil {
+		w.log.Debug("no wal position at the gate", "err", err)
+		return nil
+	}
+	return &c
 }
 
 // takeGated returns and forgets pid's held open, if any.

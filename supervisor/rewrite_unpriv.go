@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
-	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/modwatch"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/walsalvage"
@@ -50,11 +48,11 @@ func (w *worker) noteMainHeader() {
 	if w.a.rw.mw == nil || w.a.rw.mw.Attributed() {
 		return
 	}
-	h, st, err := readMainHeader(w.st.Path)
+	h, st, err := readMainHeader(w.st)
 	if err != nil {
 		return
 	}
-	mark, _, _ := walPage1Counter(w.target.RolePath(holders.RoleWAL))
+	mark, _, _ := walPage1Counter(w.st)
 	w.setLastHdr(st, h, mark)
 }
 
@@ -83,7 +81,7 @@ func (w *worker) unattributedWrite(ev modwatch.Event) {
 		return
 	}
 	known, _ := w.a.cache.Known(w.target)
-	frozen := w.freezeWriters(known.Holders, 0)
+	frozen := w.freezeWriters(known.Holders, 0, ev.At)
 	w.rws.mu.Lock()
 	if w.rws.active == nil {
 		w.rws.active = map[int]bool{}
@@ -99,7 +97,11 @@ func (w *worker) unattributedWrite(ev modwatch.Event) {
 	w.rws.mu.Unlock()
 	w.log.Warn("the live main was written as no connection of the store writes it", "event", EventRewriteDetected,
 		"pid", 0, "frozen", len(frozen), "confirmed", true, "evidence", why)
+	// Recorded and kicked before the yield: a replay that registers after
+	// it finds the pending rewrite (replayMayStart) and the queued check
+	// (checkFirst), which opens the incident.
 	w.kick(ev.At)
+	w.yieldReplay("its main was written as no connection writes it")
 }
 
 // unexplained says why the main's state after a write is no checkpoint's
@@ -114,7 +116,7 @@ func (w *worker) unexplained(id fileid.ID) string {
 	if last.id != id {
 		return "" // not the main the last check saw: that check's change
 	}
-	h, st, err := readMainHeader(w.st.Path)
+	h, st, err := readMainHeader(w.st)
 	switch {
 	case st.Exists && st.ID != id:
 		return "" // replaced since: the check of that change has it
@@ -130,39 +132,43 @@ func (w *worker) unexplained(id fileid.ID) string {
 		}
 		return ""
 	}
-	mark, max, found := walPage1Counter(w.target.RolePath(holders.RoleWAL))
+	mark, max, found := walPage1Counter(w.st)
 	if (found && h.FileChangeCounter <= max) || mark != last.wal {
 		w.setLastHdr(st, h, mark)
 		return "" // a checkpoint copied a committed page 1
 	}
-	if checkpointing(w.target.RolePath(holders.RoleSHM)) {
+	if checkpointing(w.st) {
 		return "" // under way: its next write is judged again
 	}
 	return "header changed without a WAL commit"
 }
 
-// readMainHeader reads the 100-byte header of the main at path through an
-// fd that never follows a symlink nor blocks on a FIFO.
-func readMainHeader(path string) (store.MainHeader, fileid.State, error) {
-	st, err := fileid.Lstat(path)
-	if err != nil || !st.Exists || !st.Regular() {
-		return store.MainHeader{}, st, os.ErrNotExist
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// readMainHeader reads the 100-byte header of the store's main through
+// its directory's handle (store.Store.OpenFile: no symlink, no FIFO, the
+// directory discovery recorded). The State is the opened fd's, so the
+// header and the identity it is judged with are of one file.
+func readMainHeader(s store.Store) (store.MainHeader, fileid.State, error) {
+	f, err := s.OpenFile("")
 	if err != nil {
-		return store.MainHeader{}, st, err
+		return store.MainHeader{}, fileid.Missing(), os.ErrNotExist
 	}
-	defer f.Close()
+	defer f.Close() // the agent's SQLite uses OFD locks: this close cancels none
+	fi, err := f.Stat()
+	if err != nil {
+		return store.MainHeader{}, fileid.Missing(), err
+	}
+	st := fileid.Of(fi)
 	b := make([]byte, 100)
 	n, _ := f.ReadAt(b, 0)
 	h, err := store.ParseMainHeader(b[:n])
 	return h, st, err
 }
 
-// walPage1Counter reads the WAL at path: its mark (zero when there is
-// none) and the highest change counter of a committed page-1 image in it.
-func walPage1Counter(path string) (walMark, uint32, bool) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// walPage1Counter reads the store's WAL (through the directory's handle):
+// its mark (zero when there is none) and the highest change counter of a
+// committed page-1 image in it.
+func walPage1Counter(s store.Store) (walMark, uint32, bool) {
+	f, err := s.OpenFile("-wal")
 	if err != nil {
 		return walMark{}, 0, false
 	}
@@ -204,9 +210,10 @@ func maxU32(a, b uint32) uint32 {
 const walCkptLockByte = 121
 
 // checkpointing reports whether some process holds the store's
-// checkpoint lock (one F_GETLK, which sets no lock).
-func checkpointing(shm string) bool {
-	f, err := os.OpenFile(shm, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// checkpoint lock (one F_GETLK, which sets no lock) in its -shm, opened
+// through the directory's handle.
+func checkpointing(s store.Store) bool {
+	f, err := s.OpenFile("-shm")
 	if err != nil {
 		return false
 	}

@@ -144,14 +144,15 @@ func (w *StallWatch) Due(storePath string, now time.Time) bool {
 	return s == nil || now.Sub(s.lastCheck) >= StallCheckInterval
 }
 
-// Check reads storePath once, read-only, and returns the stalls that
+// Check reads the store once, read-only (through its directory's handle), and returns the stalls that
 // started and ended since the last Check of that store. On error nothing
 // is cleared: a read that failed has not seen the stall end.
-func (w *StallWatch) Check(ctx context.Context, storePath string, now time.Time) ([]StallEvent, error) {
+func (w *StallWatch) Check(ctx context.Context, st store.Store, now time.Time) ([]StallEvent, error) {
 	if w == nil || w.cfg.Timeout <= 0 {
 		return nil, nil
 	}
-	obs, err := w.read(ctx, storePath, now)
+	storePath := st.Path
+	obs, err := w.read(ctx, st, now)
 	if err != nil {
 		return nil, err
 	}
@@ -253,13 +254,14 @@ type stallObservation struct {
 	moved   map[stallKey]time.Time
 }
 
-func (w *StallWatch) read(ctx context.Context, storePath string, now time.Time) (stallObservation, error) {
+func (w *StallWatch) read(ctx context.Context, st store.Store, now time.Time) (stallObservation, error) {
+	storePath := st.Path
 	obs := stallObservation{
 		stalled: make(map[stallKey]StallEvent),
 		why:     make(map[stallKey]string),
 		moved:   make(map[stallKey]time.Time),
 	}
-	lv, err := store.ReadLiveness(ctx, storePath)
+	lv, err := st.ReadLiveness(ctx) // through the directory's handle
 	if err != nil {
 		return obs, fmt.Errorf("stall check: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stateguard/stateguard/alert"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
 )
 
 const testStallTimeout = 300 * time.Second
@@ -97,7 +98,7 @@ func stopSleeper(t *testing.T, cmd *exec.Cmd) {
 
 func stallCheck(t *testing.T, w *StallWatch, path string, now time.Time) []StallEvent {
 	t.Helper()
-	ev, err := w.Check(context.Background(), path, now)
+	ev, err := w.Check(context.Background(), store.Store{Path: path}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestStallCheckErrorClearsNothing(t *testing.T) {
 	if err := os.Rename(s.path, moved); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := w.Check(context.Background(), s.path, now.Add(time.Minute)); err == nil || len(ev) != 0 {
+	if ev, err := w.Check(context.Background(), store.Store{Path: s.path}, now.Add(time.Minute)); err == nil || len(ev) != 0 {
 		t.Fatalf("check of a missing store: %v, %v; want an error and no events", describeStalls(ev), err)
 	} else if !strings.Contains(err.Error(), s.path) {
 		t.Errorf("error %q does not name the store", err)
@@ -244,11 +245,11 @@ func TestStallCheckErrorClearsNothing(t *testing.T) {
 
 func TestStallDisabledAndDue(t *testing.T) {
 	var zero StallWatch
-	if ev, err := zero.Check(context.Background(), "/nonexistent/state.db", time.Now()); ev != nil || err != nil {
+	if ev, err := zero.Check(context.Background(), store.Store{Path: "/nonexistent/state.db"}, time.Now()); ev != nil || err != nil {
 		t.Errorf("zero StallWatch: %v, %v", ev, err)
 	}
 	off := NewStallWatch(StallConfig{})
-	if ev, err := off.Check(context.Background(), "/nonexistent/state.db", time.Now()); ev != nil || err != nil {
+	if ev, err := off.Check(context.Background(), store.Store{Path: "/nonexistent/state.db"}, time.Now()); ev != nil || err != nil {
 		t.Errorf("timeout 0: %v, %v", ev, err)
 	}
 	if off.Due("/x", time.Now()) {

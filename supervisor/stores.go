@@ -33,6 +33,7 @@ func (a *Agent) addWorker(s store.Store) *worker {
 	w.resumes = a.resumes[s.Key()]
 	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
+	a.wlist = nil
 	if len(w.resumes) > 0 {
 		// An unfinished incident goes on at once; any other store's
 		// goroutine waits for its first kick or request.
@@ -66,6 +67,7 @@ func (a *Agent) refreshStores() error {
 			// in, and its steps refuse the new one.
 			removed = append(removed, w)
 			delete(a.workers, s.Key())
+			a.wlist = nil
 			candidates = append(candidates, s)
 		}
 	}
@@ -73,6 +75,7 @@ func (a *Agent) refreshStores() error {
 		if !seen[k] && !w.busy() {
 			removed = append(removed, w)
 			delete(a.workers, k)
+			a.wlist = nil
 		}
 	}
 	newPending := a.prunePending(seen)
@@ -168,7 +171,7 @@ func (a *Agent) scanStores(audit bool) *holders.Result {
 	a.scanMu.Lock()
 	defer a.scanMu.Unlock()
 	targets, unchanged := a.coverage(audit)
-	res, err := a.cache.ScanReusing(targets, func(p string) bool { return unchanged[p] })
+	res, err := a.cache.ScanReusing(targets, unchanged)
 	if err != nil {
 		a.owedAll() // nothing was read: every store is read next time
 		a.log.Error("holder scan failed", "event", EventScanUnknown, "err", err)
@@ -178,6 +181,12 @@ func (a *Agent) scanStores(audit bool) *holders.Result {
 	a.opts.Metrics.ObserveScan(res.Took)
 	var unknown []*holders.StoreResult
 	for i := range res.Stores {
+		if res.Reused(i) {
+			// The last full scan's result again: its holder counts
+			// and verdict were recorded then.
+			continue
+		}
+		a.work.rebuilt.Add(1)
 		sr := &res.Stores[i]
 		if a.opts.Metrics != nil {
 			counts := map[HolderKey]int{}
@@ -226,6 +235,16 @@ func (a *Agent) logUnknown(srs []*holders.StoreResult) {
 	a.log.Warn("holder scan cannot see every process that could open these stores; their verdict is unknown", args...)
 }
 
+// orphaning reports whether ev can orphan a generation: anything done to
+// the main's name, or a sidecar removed or renamed. Sidecars created
+// alone are a connection opening the store, the replay's own among them.
+func orphaning(ev watcher.Event, main string) bool {
+	if ev.Ops.Has(watcher.Remove) || ev.Ops.Has(watcher.Rename) || ev.Ops.Has(watcher.Dir) {
+		return true
+	}
+	return slices.Contains(ev.Names, main)
+}
+
 // eventLoop turns watcher events into worker kicks.
 func (a *Agent) eventLoop() {
 	defer a.wg.Done()
@@ -241,7 +260,17 @@ func (a *Agent) eventLoop() {
 			case watcher.StoreChanged:
 				if w := a.worker(ev.Key); w != nil {
 					w.statOwed.Store(true) // before the kick: its scan reads the paths
-					w.kick(ev.At)
+					w.kickEvent(ev.At)
+					if orphaning(ev, filepath.Base(w.st.Path)) {
+						// The check this kick asks for freezes what
+						// the fast freeze could not: it must not wait
+						// behind a replay on the worker (issue 18:
+						// every freeze over 50 ms came 60-80 ms after
+						// a replay.done). After the kick: a replay
+						// this yield misses registered after it, and
+						// runs the queued check first (checkFirst).
+						w.yieldReplay("its files changed at their paths")
+					}
 				} else {
 					a.activate(ev.Key, ev.At)
 				}

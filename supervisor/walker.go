@@ -73,7 +73,7 @@ func (a *Agent) reconcile() {
 	}
 	// A pending store in a directory that could not be watched has sent
 	// no event: its lstat here is what starts it.
-	a.startAll(a.activatePresent(a.pendingStores()))
+	a.startAll(a.activatePresent(a.pendingUncovered()))
 	res := a.scanStores(true)
 	now := time.Now()
 	a.opts.Metrics.Reconciled(now)
@@ -93,9 +93,13 @@ func (a *Agent) reconcileDue(res *holders.Result) []*worker {
 	// held lists only the stores held at the last reconcile: an idle
 	// store costs no write here.
 	held := make(map[string]bool, len(a.walk.held))
-	for _, w := range ws {
+	for i, w := range ws {
 		var sr *holders.StoreResult
-		if res != nil {
+		switch {
+		case res == nil:
+		case i < len(res.Stores) && res.Stores[i].Target.Path == w.target.Path:
+			sr = &res.Stores[i] // the scan's order is the workers' (workerList)
+		default:
 			sr = res.Store(w.st.Path)
 		}
 		isHeld := sr != nil && len(sr.Holders) > 0
@@ -119,7 +123,7 @@ func sameAsSeen(sr *holders.StoreResult, seen *fileid.Family) bool {
 		return false
 	}
 	id := func(r holders.Role) fileid.ID {
-		if st := sr.Current[r]; st.Exists {
+		if st := sr.Current.Of(r); st.Exists {
 			return st.ID
 		}
 		return fileid.ID{}
@@ -195,7 +199,7 @@ func (a *Agent) walkPartials(ctx context.Context) {
 // that is not armed although it is wanted: every reconcile retries the
 // arm, whatever made the last one fail.
 func guardOwed(w *worker, sr *holders.StoreResult) bool {
-	if !sr.Current[holders.RoleMain].Exists || !sr.Current[holders.RoleSHM].Exists {
+	if !sr.Current.Of(holders.RoleMain).Exists || !sr.Current.Of(holders.RoleSHM).Exists {
 		return false
 	}
 	g := w.guardState()

@@ -24,6 +24,9 @@ func (m *countedMutex) Lock() {
 type workCounters struct {
 	guardReads atomic.Int64 // guardState calls (a guard's status read)
 	stated     atomic.Int64 // stores whose paths the full scans read (coverage.go)
+	rebuilt    atomic.Int64 // stores whose results the full scans built, not reused
+	// pendingStated counts the pending stores reconciles looked at.
+	pendingStated atomic.Int64
 }
 
 // workCount is a snapshot of the counters.
@@ -31,8 +34,10 @@ type workCount struct {
 	AgentLocks int64 // acquisitions of the Agent's lock
 	GuardReads int64
 	Stated     int64
+	Rebuilt    int64
+	Pending    int64 // pending stores looked at
 }
 
 func (a *Agent) workCount() workCount {
-	return workCount{AgentLocks: a.mu.n.Load(), GuardReads: a.work.guardReads.Load(), Stated: a.work.stated.Load()}
+	return workCount{AgentLocks: a.mu.n.Load(), GuardReads: a.work.guardReads.Load(), Stated: a.work.stated.Load(), Rebuilt: a.work.rebuilt.Load(), Pending: a.work.pendingStated.Load()}
 }

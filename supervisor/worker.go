@@ -27,6 +27,7 @@ import (
 type worker struct {
 	a      *Agent
 	st     store.Store
+	dir    string // st.Dir(), which every reconcile's coverage asks the watcher about
 	target holders.Target
 	log    lazyLogger
 	// eng is the store's incident engine, made on the worker goroutine
@@ -52,7 +53,12 @@ type worker struct {
 
 	gen     store.Generation
 	haveGen bool
-	guard   workerGuard // guard.go
+	// unchangedAt is when the worker last read the store's paths and
+	// found them as in gen: a change it finds later happened after that
+	// (changeSeen).
+	unchangedAt time.Time
+
+	guard workerGuard // guard.go
 	// resumes are the store's incidents a previous agent left
 	// unfinished: resumed before the worker's first check.
 	resumes []journal.Incident
@@ -83,11 +89,18 @@ type worker struct {
 	auditSlot int64
 	// partialsCleaned: cleanPartials ran (or runs) for this store.
 	partialsCleaned atomic.Bool
+	// replayCancel ends the replay running on the worker (yieldReplay).
+	replayMu     sync.Mutex
+	replayCancel context.CancelCauseFunc
+	replayFam    *fileid.Family // the files the running replay started on
+	// eventAt is when the first store event since the last check
+	// arrived (unix ns; 0: none), for the freeze latency (kickEvent).
+	eventAt atomic.Int64
 }
 
 func newWorker(a *Agent, s store.Store) *worker {
 	w := &worker{
-		a: a, st: s, target: holders.Target{Path: s.Path},
+		a: a, st: s, dir: s.Dir(), target: holders.Target{Path: s.Path, Dir: holders.DirRecord{ID: s.DirID.ID, UID: s.DirID.UID}},
 		kickC: make(chan time.Time, 1), reqC: make(chan func(), 4),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -159,12 +172,29 @@ func (w *worker) wakeUp() {
 // worker wakes: the worker may be busy with a long step (a capture, a
 // divert, a replay), and a new orphan must not run on meanwhile.
 func (w *worker) kick(at time.Time) {
-	w.freezeEarly()
+	w.freezeEarly(at)
 	select {
 	case w.kickC <- at:
 	default:
 	}
 	w.wakeUp()
+}
+
+// kickEvent is kick for an event at the store's paths or in its main:
+// the check it asks for measures its freezes from the first such event
+// since the last check, not from an earlier kick still queued.
+func (w *worker) kickEvent(at time.Time) {
+	w.eventAt.CompareAndSwap(0, at.UnixNano())
+	w.kick(at)
+}
+
+// takeEventAt returns and clears the first event's time since the last
+// check (zero: none).
+func (w *worker) takeEventAt() time.Time {
+	if ns := w.eventAt.Swap(0); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // do runs f on the worker goroutine and waits for it.
@@ -307,7 +337,10 @@ func (w *worker) firstRun() {
 		w.engine().Resume(inc)
 	}
 	w.resumes = nil
-	w.advance()
+	// Their steps wait for the first check (every kick and request is
+	// followed by advance): that check watches the live main for
+	// in-place writes and syncs the guard, and a resumed divert takes
+	// seconds, during which a cp over the main went unseen.
 }
 
 // cleanPartials removes, once, the staging directories a capture of an
@@ -319,7 +352,7 @@ func (w *worker) cleanPartials() {
 	if w.partialsCleaned.Swap(true) {
 		return
 	}
-	if removed, err := recovery.CleanPartials(w.st.Path, w.a.opts.Logger); err == nil && len(removed) > 0 {
+	if removed, err := recovery.CleanPartials(w.st.Path, w.st.DirID, w.a.opts.Logger); err == nil && len(removed) > 0 {
 		w.log.Info("stale partial captures removed", "dirs", removed)
 	}
 }
@@ -334,10 +367,10 @@ func (w *worker) finish() {
 	}
 	w.unwatchMain()
 	w.guardClose()
+	w.closeEarly()
 	if e := w.eng.Load(); e != nil {
 		e.Close()
 	}
-	w.closeEarly()
 }
 
 // wakeBusy is how often a store with an unfinished incident, or a guard
@@ -377,7 +410,7 @@ func (w *worker) checkStall(now time.Time) {
 		return
 	}
 	w.stallAt = now.Add(StallCheckInterval)
-	events, err := sw.Check(w.a.ctx, w.st.Path, now)
+	events, err := sw.Check(w.a.ctx, w.st, now)
 	if err != nil {
 		w.log.Debug("stall check", "err", err)
 		return

@@ -52,7 +52,7 @@ func (s *salvager) leaf(img []byte, pgno uint32) {
 	for _, b := range bad {
 		s.rep.lose(Loss{Table: l.Table, Page: pgno, Cell: b.index, Reason: b.err.Error()})
 	}
-	frame := s.pages.newest[pgno] + 1
+	frame := s.pages.newest[pgno]
 	for _, h := range hs {
 		if err := s.cellRow(l, h, pgno, frame); err != nil {
 			s.rep.lose(Loss{Table: l.Table, Page: pgno, Cell: h.cell.index, RowID: h.cell.rowid, Reason: err.Error()})
@@ -113,10 +113,10 @@ func (s *salvager) cellRow(l layout, h cellHeader, pgno uint32, frame int) error
 	if err != nil {
 		return err
 	}
-	row := Row{RowID: h.cell.rowid, Values: l.row(h.cell.rowid, vals), Page: pgno, Frame: frame, Layout: l.Source}
+	row := Row{RowID: h.cell.rowid, Values: l.row(h.cell.rowid, vals), Page: pgno, Frame: s.pages.position(frame), Layout: l.Source, order: frame}
 	if old, ok := s.rows[l.Table][row.RowID]; ok {
 		s.rep.Superseded++
-		if old.Frame > row.Frame {
+		if old.order > row.order {
 			return nil
 		}
 	}

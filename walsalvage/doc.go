@@ -14,6 +14,11 @@
 // never trusted: the main they would come from may be another database
 // by now.
 //
+// Beyond a restarted header it also reads the previous generation's
+// committed frames (WAL.Previous), laid under the WAL's own: after a
+// checkpoint they may be the last copy of rows whose main was overwritten.
+// docs/design.md says what of them is verified.
+//
 // Nothing is invented: a row whose overflow pages are not in the WAL, a
 // cell that does not decode and a page that fits no table are counted in
 // the Report with the reason, never guessed at.

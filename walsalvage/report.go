@@ -24,6 +24,10 @@ type Report struct {
 	// DatabasePages the database size the last commit recorded.
 	Pages         int    `json:"pages"`
 	DatabasePages uint32 `json:"database_pages"`
+	// Previous is the previous generation found beyond the WAL's frames
+	// (WAL.Previous); Pages and DatabasePages count its committed images
+	// too.
+	Previous *PreviousReport `json:"previous,omitempty"`
 	// DatabaseHeader says where the usable page size and text encoding
 	// came from: "wal" (page 1), "main", or "assumed" (UTF-8, no reserved
 	// bytes, as Hermes creates its stores).
@@ -45,6 +49,16 @@ type Report struct {
 	LossesNotListed int      `json:"losses_not_listed,omitempty"`
 	SessionsSeen    []string `json:"sessions_seen"`
 	Warnings        []string `json:"warnings,omitempty"`
+}
+
+// PreviousReport says what of the previous generation was read.
+type PreviousReport struct {
+	Salts           [2]uint32 `json:"salts"`
+	FirstFrame      int       `json:"first_frame"`
+	FirstVerified   bool      `json:"first_verified"`
+	Frames          int       `json:"frames"`
+	FramesCommitted int       `json:"frames_committed"`
+	Stop            string    `json:"stop"`
 }
 
 // PageKinds counts the committed pages that are not table leaves.
@@ -96,8 +110,12 @@ func (r *Report) init(w *WAL) {
 	r.BigEndianChecksums = w.Header.BigEndianChecksums
 	r.CheckpointSeq = w.Header.CheckpointSeq
 	r.Frames, r.FramesCommitted, r.Stop = len(w.Frames), w.Committed, w.Stop
-	r.Pages = len(w.Newest(w.Committed))
-	r.DatabasePages = w.DatabasePages()
+	r.Pages = len(newWALPager(nil, w).newest)
+	r.DatabasePages = w.imagePages()
+	if p := w.Previous; p != nil {
+		r.Previous = &PreviousReport{Salts: p.Salts, FirstFrame: p.First, FirstVerified: p.FirstVerified,
+			Frames: len(p.Frames), FramesCommitted: p.Committed, Stop: p.Stop}
+	}
 	r.Layouts = map[string][]string{}
 }
 

@@ -27,9 +27,12 @@ type Row struct {
 	// Values maps column name to the value as SQLite stored it. Columns a
 	// record predates (added later by ALTER TABLE) are absent.
 	Values map[string]Value `json:"values"`
-	Page   uint32           `json:"page"`   // the page it was read from
-	Frame  int              `json:"frame"`  // that page's frame, 1-based
-	Layout string           `json:"layout"` // the layout it was read with, as Report.Layouts names it
+	Page   uint32           `json:"page"` // the page it was read from
+	// Frame is that page's frame: its 1-based position in the file,
+	// whether it is the WAL's own or the previous generation's.
+	Frame  int    `json:"frame"`
+	Layout string `json:"layout"` // the layout it was read with, as Report.Layouts names it
+	order  int    // oldest first over WAL.images: which of two copies is newer
 }
 
 // Text returns a TEXT column's value; ok is false for NULL, another
@@ -58,7 +61,10 @@ func Salvage(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*Res
 	if err != nil {
 		return nil, err
 	}
-	s := &salvager{w: w, pages: &walPager{r: r, w: w, newest: w.Newest(w.Committed)}}
+	if err := w.ReadPrevious(ctx, r, size); err != nil {
+		return nil, err
+	}
+	s := &salvager{w: w, pages: newWALPager(r, w)}
 	s.rep.init(w)
 	s.info = s.databaseInfo(opts)
 	s.layouts = s.candidateLayouts(opts)
@@ -173,7 +179,7 @@ func (s *salvager) scan(ctx context.Context) error {
 		pgnos = append(pgnos, p)
 	}
 	slices.Sort(pgnos)
-	dbPages := s.w.DatabasePages()
+	dbPages := s.w.imagePages()
 	for i, pgno := range pgnos {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {

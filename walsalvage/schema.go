@@ -34,9 +34,23 @@ func parseDBInfo(b []byte, source string) (dbInfo, error) {
 
 // walPager serves the newest committed image of each page of a WAL.
 type walPager struct {
-	r      io.ReaderAt
-	w      *WAL
-	newest map[uint32]int
+	r        io.ReaderAt
+	pageSize int
+	frames   []Frame        // the committed frames read, oldest first (WAL.images)
+	newest   map[uint32]int // page → index into frames of its newest image
+}
+
+func newWALPager(r io.ReaderAt, w *WAL) *walPager {
+	p := &walPager{r: r, pageSize: w.PageSize(), frames: w.images(), newest: map[uint32]int{}}
+	for i, f := range p.frames {
+		p.newest[f.Page] = i
+	}
+	return p
+}
+
+// position is the file position (1-based frame number) of frames[i].
+func (p *walPager) position(i int) int {
+	return int((p.frames[i].Offset-store.WALHeaderSize)/store.WALFrameBytes(uint32(p.pageSize))) + 1
 }
 
 func (p *walPager) page(pgno uint32) ([]byte, bool, error) {
@@ -44,8 +58,11 @@ func (p *walPager) page(pgno uint32) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	b, err := p.w.ReadPage(p.r, i)
-	return b, err == nil, err
+	b := make([]byte, p.pageSize)
+	if n, err := p.r.ReadAt(b, p.frames[i].Offset); n < len(b) {
+		return nil, false, fmt.Errorf("read wal page %d at offset %d: %w", pgno, p.frames[i].Offset, err)
+	}
+	return b, true, nil
 }
 
 func (p *walPager) count() int { return len(p.newest) }

@@ -40,6 +40,12 @@ type WAL struct {
 	// Stop says why the walk ended: "end of file", or the first frame
 	// that is torn, has another generation's salts or a wrong checksum.
 	Stop string
+	// Previous is the previous generation's frames found beyond, nil when
+	// there are none or ReadPrevious was not called. They are not part of
+	// the WAL as SQLite reads it: only Salvage uses them, beneath the
+	// WAL's own.
+	Previous *Previous
+	end      int64 // offset of the first frame the walk did not take
 }
 
 // ReadWAL walks the frames of a WAL of size bytes as SQLite's recovery
@@ -74,7 +80,8 @@ func ReadWAL(ctx context.Context, r io.ReaderAt, size int64) (*WAL, error) {
 	ps := int64(h.PageSize)
 	buf := make([]byte, store.WALFrameHeaderSize+ps)
 	s1, s2 := h.Checksum1, h.Checksum2
-	for off := int64(store.WALHeaderSize); ; off += int64(len(buf)) {
+	var off int64
+	for off = int64(store.WALHeaderSize); ; off += int64(len(buf)) {
 		if len(w.Frames)%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -114,7 +121,24 @@ func ReadWAL(ctx context.Context, r io.ReaderAt, size int64) (*WAL, error) {
 			w.Committed = len(w.Frames)
 		}
 	}
+	w.end = off
 	return w, nil
+}
+
+// ReadPrevious looks for the previous generation's frames beyond the
+// WAL's own (see Previous) and sets w.Previous when there are some. It
+// reads the rest of the file, so only Salvage and the callers that must
+// know do it; ReadWAL alone reads the WAL as SQLite does.
+func (w *WAL) ReadPrevious(ctx context.Context, r io.ReaderAt, size int64) error {
+	if w.end+store.WALFrameBytes(w.Header.PageSize) > size {
+		return nil
+	}
+	p, err := readPrevious(ctx, r, size, w.end, w.Header)
+	if err != nil {
+		return err
+	}
+	w.Previous = p
+	return nil
 }
 
 // PageSize is the WAL's page size.
@@ -127,6 +151,26 @@ func (w *WAL) DatabasePages() uint32 {
 		return 0
 	}
 	return w.Frames[w.Committed-1].CommitSize
+}
+
+// images lists the committed frames Salvage reads, oldest first: the
+// previous generation's committed frames (their pages as the restart
+// found the database), then the WAL's own, whose images supersede them.
+func (w *WAL) images() []Frame {
+	out := w.Frames[:w.Committed:w.Committed]
+	if p := w.Previous; p != nil && p.Committed > 0 {
+		out = append(append([]Frame{}, p.Frames[:p.Committed]...), out...)
+	}
+	return out
+}
+
+// imagePages is the database size after the last commit Salvage reads:
+// the WAL's own last commit, else the previous generation's.
+func (w *WAL) imagePages() uint32 {
+	if n := w.DatabasePages(); n > 0 || w.Previous == nil || w.Previous.Committed == 0 {
+		return n
+	}
+	return w.Previous.Frames[w.Previous.Committed-1].CommitSize
 }
 
 // Newest maps each page to the index (into Frames) of its newest frame

@@ -9,14 +9,16 @@ import (
 	"syscall"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // dirState is what the watcher knows of one watched directory.
 type dirState struct {
 	watched bool
-	fi      os.FileInfo // identity of the directory when its watch was added
-	errText string      // last error reported for it, so each is reported once
-	limited bool        // not watched: the watch limit was reached
+	id      fileid.ID // identity of the directory when its watch was added (not its FileInfo: 10,000 of those were 3 MB)
+	errText string    // last error reported for it, so each is reported once
+	limited bool      // not watched: the watch limit was reached
 }
 
 // refresh makes the watch on d match what is at d now, and reports whether
@@ -45,7 +47,8 @@ func (w *Watcher) refresh(d string, st *dirState, watching map[string]bool) (boo
 		w.disarm(d, st)
 		return was, w.fail(d, st, fmt.Errorf("watch %s: not a directory; changes in it are only seen by reconciles", d))
 	}
-	if st.watched && os.SameFile(st.fi, fi) && (watching == nil || watching[d]) {
+	id := fileid.Of(fi).ID
+	if st.watched && !id.IsZero() && id == st.id && (watching == nil || watching[d]) {
 		return false, nil
 	}
 	replaced := st.watched
@@ -64,7 +67,7 @@ func (w *Watcher) refresh(d string, st *dirState, watching map[string]bool) (boo
 		}
 		return replaced, w.fail(d, st, fmt.Errorf("watch %s (check permissions and fs.inotify.max_user_watches): %w", d, err))
 	}
-	st.watched, st.fi, st.errText, st.limited = true, fi, "", false
+	st.watched, st.id, st.errText, st.limited = true, id, "", false
 	return true, nil
 }
 
@@ -83,7 +86,7 @@ func (w *Watcher) disarm(d string, st *dirState) {
 	if !st.watched {
 		return
 	}
-	st.watched, st.fi = false, nil
+	st.watched, st.id = false, fileid.ID{}
 	// The kernel may have dropped the watch already (directory deleted).
 	if err := w.fsw.Remove(d); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) {
 		w.log.Debug("remove watch", "path", d, "err", err)
@@ -162,20 +165,30 @@ const auditEvery = 30
 // refreshAllLocked is refreshAll with w.mu held.
 func (w *Watcher) refreshAllLocked(full bool) ([]dirChange, []dirErr) {
 	r := w.routes.Load()
-	watching := map[string]bool{}
-	for _, p := range w.fsw.WatchList() {
-		watching[p] = true
-	}
 	turn := w.ticks % auditEvery
 	w.ticks++
+	// The kernel drops a watch without an event fsnotify passes on
+	// (IN_IGNORED, IN_UNMOUNT): fsnotify then lists one watch fewer than
+	// the directories taken for watched. Only then, at a full refresh,
+	// and once a round of audits, is every directory looked up in its
+	// list: a 10,000-entry set built at every tick was a tenth of an
+	// idle agent's CPU.
+	var watching map[string]bool
+	if list := w.fsw.WatchList(); full || turn == 0 || len(list) != w.watchedCount() {
+		watching = make(map[string]bool, len(list))
+		for _, p := range list {
+			watching[p] = true
+		}
+	}
 	var changes []dirChange
 	var errs []dirErr
+	limited := 0 // never skipped below: a directory out of watches is not watched
 	for i, p := range r.dirs {
 		st := w.dirs[p]
 		if st == nil {
 			continue
 		}
-		if !full && st.watched && watching[p] && i%auditEvery != turn {
+		if !full && st.watched && (watching == nil || watching[p]) && i%auditEvery != turn {
 			continue
 		}
 		changed, err := w.refresh(p, st, watching)
@@ -185,9 +198,24 @@ func (w *Watcher) refreshAllLocked(full bool) ([]dirChange, []dirErr) {
 		if changed {
 			changes = append(changes, dirChange{p, st.watched})
 		}
+		if st.limited && !st.watched {
+			limited++
+		}
 	}
-	w.limitReport(r)
+	w.reportLimited(limited, len(r.dirs))
 	return changes, errs
+}
+
+// watchedCount is how many directories are taken for watched. w.mu is
+// held.
+func (w *Watcher) watchedCount() int {
+	n := 0
+	for _, st := range w.dirs {
+		if st.watched {
+			n++
+		}
+	}
+	return n
 }
 
 // limitReport says, once per change in the count, how many directories
@@ -199,6 +227,12 @@ func (w *Watcher) limitReport(r *routes) {
 			n++
 		}
 	}
+	w.reportLimited(n, len(r.dirs))
+}
+
+// reportLimited is limitReport with the count of directories out of
+// watches (n) made by the caller, of needed in all. w.mu is held.
+func (w *Watcher) reportLimited(n, needed int) {
 	if n == w.limited {
 		return
 	}
@@ -208,5 +242,5 @@ func (w *Watcher) limitReport(r *routes) {
 		return
 	}
 	w.log.Error("watch limit reached: some store directories are not watched", "event", EventWatchLimit,
-		"unwatched", n, "needed", len(r.dirs), "limit", watchLimit(), "hint", limitHint)
+		"unwatched", n, "needed", needed, "limit", watchLimit(), "hint", limitHint)
 }

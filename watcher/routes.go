@@ -35,12 +35,36 @@ type route struct {
 	keys  []string // targets notified (StoreChanged)
 	homes []string // homes notified (HomeChanged)
 	dir   bool     // a directory kept under watch
+	// files are a directory's names that matter, each with its route:
+	// the file routes live in their directory's, not in routes.paths, so
+	// a store costs one entry there and no path string per file; names
+	// with the same keys and homes share one route.
+	files []fileRoute
+}
+
+// fileRoute is one name in a watched directory and who cares about it.
+type fileRoute struct {
+	name string
+	rt   *route
+}
+
+// file is the route of name in directory route d, made if need be; only
+// while building.
+func (d *route) file(name string) *route {
+	for _, f := range d.files {
+		if f.name == name {
+			return f.rt
+		}
+	}
+	rt := &route{}
+	d.files = append(d.files, fileRoute{name: name, rt: rt})
+	return rt
 }
 
 // routes is an immutable snapshot built by Set and read by the event loop
 // without locks: the filter is one or two map lookups per raw event.
 type routes struct {
-	paths map[string]*route   // full path of a file or watched directory
+	paths map[string]*route   // every watched directory (their files' routes are in theirs)
 	anyIn map[string][]string // directories where every entry matters to these homes
 	dirs  []string            // watched directories, sorted so parents come first
 }
@@ -50,14 +74,25 @@ func (r *routes) match(name string) (*route, []string) {
 	var homes []string
 	if i := strings.LastIndexByte(name, filepath.Separator); i > 0 {
 		homes = r.anyIn[name[:i]]
+		if d := r.paths[name[:i]]; rt == nil && d != nil {
+			base := name[i+1:]
+			for _, f := range d.files {
+				if f.name == base {
+					rt = f.rt
+					break
+				}
+			}
+		}
 	}
 	return rt, homes
 }
 
-func (r *routes) at(path string) *route {
+// dir is the route of a watched directory, made if need be; only while
+// building.
+func (r *routes) dir(path string) *route {
 	rt := r.paths[path]
 	if rt == nil {
-		rt = &route{}
+		rt = &route{dir: true}
 		r.paths[path] = rt
 	}
 	return rt
@@ -65,8 +100,8 @@ func (r *routes) at(path string) *route {
 
 func buildRoutes(targets []Target, homes []Home) (*routes, error) {
 	r := &routes{paths: map[string]*route{}, anyIn: map[string][]string{}}
-	dirs := map[string]bool{}
 	seen := map[string]bool{}
+	names := map[string]string{} // one copy of each name (10,000 "state.db-wal")
 	for _, t := range targets {
 		if t.Key == "" {
 			return nil, fmt.Errorf("watch target in %s: empty key", t.Dir)
@@ -82,19 +117,22 @@ func buildRoutes(targets []Target, homes []Home) (*routes, error) {
 		if len(t.Names) == 0 {
 			return nil, fmt.Errorf("watch target %s: no names to watch in %s", t.Key, dir)
 		}
+		d := r.dir(dir)
 		for _, n := range t.Names {
 			if n == "" || n == "." || n == ".." || strings.ContainsRune(n, filepath.Separator) {
 				return nil, fmt.Errorf("watch target %s: %q is not a base name", t.Key, n)
 			}
-			rt := r.at(filepath.Join(dir, n))
+			if in, ok := names[n]; ok {
+				n = in
+			} else {
+				names[n] = n
+			}
+			rt := d.file(n)
 			if !slices.Contains(rt.keys, t.Key) {
 				rt.keys = append(rt.keys, t.Key)
 			}
 		}
-		rt := r.at(dir)
-		rt.dir = true
-		rt.keys = append(rt.keys, t.Key)
-		dirs[dir] = true
+		d.keys = append(d.keys, t.Key)
 	}
 	for _, h := range homes {
 		root, err := absDir(h.Root)
@@ -104,14 +142,12 @@ func buildRoutes(targets []Target, homes []Home) (*routes, error) {
 		profiles := filepath.Join(root, profilesDir)
 		tombstones := filepath.Join(profiles, tombstonesDir)
 		for _, d := range []string{root, profiles, tombstones} {
-			rt := r.at(d)
-			rt.dir = true
+			rt := r.dir(d)
 			if !slices.Contains(rt.homes, root) {
 				rt.homes = append(rt.homes, root)
 			}
-			dirs[d] = true
 		}
-		rt := r.at(filepath.Join(root, homeStore))
+		rt := r.dir(root).file(homeStore)
 		if !slices.Contains(rt.homes, root) {
 			rt.homes = append(rt.homes, root)
 		}
@@ -121,11 +157,47 @@ func buildRoutes(targets []Target, homes []Home) (*routes, error) {
 			}
 		}
 	}
-	for d := range dirs {
+	for d, rt := range r.paths {
 		r.dirs = append(r.dirs, d)
+		// A watched directory that is also a name that matters in its
+		// parent: both kinds of event reach both.
+		if p := r.paths[filepath.Dir(d)]; p != nil && p != rt {
+			for _, f := range p.files {
+				if f.name == filepath.Base(d) {
+					rt.keys = appendNew(rt.keys, f.rt.keys...)
+					rt.homes = appendNew(rt.homes, f.rt.homes...)
+				}
+			}
+		}
 	}
 	slices.Sort(r.dirs)
+	for _, rt := range r.paths {
+		shareFileRoutes(rt.files)
+	}
 	return r, nil
+}
+
+// shareFileRoutes points the names of one directory whose routes say the
+// same at one route.
+func shareFileRoutes(fs []fileRoute) {
+	for i := range fs {
+		for j := range i {
+			if a, b := fs[j].rt, fs[i].rt; slices.Equal(a.keys, b.keys) && slices.Equal(a.homes, b.homes) {
+				fs[i].rt = a
+				break
+			}
+		}
+	}
+}
+
+// appendNew appends the elements of add not in s.
+func appendNew(s []string, add ...string) []string {
+	for _, x := range add {
+		if !slices.Contains(s, x) {
+			s = append(s, x)
+		}
+	}
+	return s
 }
 
 func absDir(dir string) (string, error) {

@@ -371,3 +371,32 @@ func TestDebounceLeadingAndTrailing(t *testing.T) {
 	}
 	quiet(t, w, 2*window)
 }
+
+// TestTickReArmsASilentlyDroppedWatch: the kernel can drop a watch with
+// no event fsnotify passes on (IN_IGNORED, IN_UNMOUNT); a tick's refresh
+// finds it by fsnotify's list being short of the directories taken for
+// watched, and arms it again, whatever each directory's audit turn.
+func TestTickReArmsASilentlyDroppedWatch(t *testing.T) {
+	root := t.TempDir()
+	w := start(t, Config{Reconcile: -1})
+	var targets []Target
+	var dirs []string
+	for _, n := range []string{"a", "b", "c"} {
+		d := mkdir(t, root, n)
+		dirs = append(dirs, d)
+		targets = append(targets, Target{Key: n, Dir: d, Names: storeNames})
+	}
+	set(t, w, targets, nil)
+	w.refreshAll(false) // the audit round's first turn: every directory checked
+	for _, d := range dirs {
+		if err := w.fsw.Remove(d); err != nil { // as the kernel would, silently
+			t.Fatal(err)
+		}
+	}
+	w.refreshAll(false)
+	for _, d := range dirs {
+		if !watching(w, d) {
+			t.Errorf("%s not watched again after a tick's refresh", d)
+		}
+	}
+}

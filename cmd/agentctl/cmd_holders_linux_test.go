@@ -155,7 +155,7 @@ func TestStatusAsUnprivilegedUser(t *testing.T) {
 		t.Errorf("status text (exit %d):\n%s", code, out)
 	}
 	code, out, errs = run("holders", "--home", hermes)
-	if code != exitOK || !strings.HasPrefix(out, fmt.Sprintf("default %d sgh-status-alice main,wal,shm current ", w.Pid)) ||
+	if code != exitOK || !strings.HasPrefix(out, fmt.Sprintf("default %d %s main,wal,shm current ", w.Pid, hermestest.UserName(t, int(uid)))) ||
 		!strings.Contains(errs, "of other users not inspected; none holds a lock on this store (rule locks)") {
 		t.Errorf("holders (exit %d):\n%s\n%s", code, out, errs)
 	}

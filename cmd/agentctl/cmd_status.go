@@ -250,7 +250,7 @@ func standaloneStatus(sc *scope, getenv func(string) string) control.Status {
 	stores, problems := discoverStores(sc, getenv)
 	targets := make([]holders.Target, len(stores))
 	for i, s := range stores {
-		targets[i] = holders.Target{Path: s.Path}
+		targets[i] = holders.Target{Path: s.Path, Dir: holders.DirRecord{ID: s.DirID.ID, UID: s.DirID.UID}}
 	}
 	rule, err := scanRule(sc.config, getenv)
 	if err != nil {

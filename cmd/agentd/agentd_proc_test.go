@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 var (
@@ -26,7 +29,7 @@ var (
 func agentdBinary(t *testing.T) string {
 	t.Helper()
 	agentdOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "stateguard-agentd-")
+		dir, err := hermestest.BuildDir("agentd")
 		if err != nil {
 			agentdErr = err
 			return
@@ -107,11 +110,31 @@ func (r *agentdRig) startCmd(t *testing.T, cmd *exec.Cmd, env ...string) *agentd
 		cmd.Env = append(cmd.Env, e)
 	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Start(); err != nil {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	dieWithTest(cmd.SysProcAttr)
+	p := &agentdProc{cmd: cmd, stderr: stderr, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal follows the thread that forked agentd:
+		// this goroutine keeps that thread until agentd has exited, so an
+		// agentd dies with a test binary that no cleanup ran in (a
+		// -timeout exit, a kill from outside), as the writers do
+		// (hermestest.SpawnWriter).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			return
+		}
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	p := &agentdProc{cmd: cmd, stderr: stderr, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stop(t)
 		if t.Failed() {
@@ -147,17 +170,21 @@ func (p *agentdProc) log() string {
 }
 
 // logHas reports whether the agent's stderr log has a line with every part.
-func (p *agentdProc) logHas(parts ...string) bool {
+func (p *agentdProc) logHas(parts ...string) bool { return len(p.logLines(parts...)) > 0 }
+
+// logLines returns the agent's stderr log lines that have every part.
+func (p *agentdProc) logLines(parts ...string) []string {
+	var out []string
 	for _, line := range strings.Split(p.log(), "\n") {
 		ok := true
 		for _, s := range parts {
 			ok = ok && strings.Contains(line, s)
 		}
 		if ok && line != "" {
-			return true
+			out = append(out, line)
 		}
 	}
-	return false
+	return out
 }
 
 // sandboxScript emulates what ProtectSystem=strict with ReadWritePaths=
@@ -238,7 +265,7 @@ var (
 func agentctlBinary(t *testing.T) string {
 	t.Helper()
 	agentctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "stateguard-agentctl-")
+		dir, err := hermestest.BuildDir("agentctl")
 		if err != nil {
 			agentctlErr = err
 			return

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ var cleanCloseLaunchers = []cleanCloseLauncher{
 // before the guard arms.
 func TestAttackCleanCloseAfterStartNeverStopped(t *testing.T) {
 	alice := attackUser(t, "sgsec2-r9-alice")
+	aliceName := hermestest.UserName(t, int(alice.Uid))
 	writer, err := hermestest.WriterBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ func TestAttackCleanCloseAfterStartNeverStopped(t *testing.T) {
 					dir := filepath.Join(profiles, fmt.Sprintf("%s-%d-%d", l.name, round, i))
 					mkOwned(t, dir, alice)
 					db := filepath.Join(dir, "state.db")
-					return db, l.argv(alice, "sgsec2-r9-alice", writer, []string{"-db", db,
+					return db, l.argv(alice, aliceName, writer, []string{"-db", db,
 						"-create", "-count", "20", "-rate", "200", "-checkpoint-every", "0"})
 				})
 				runs, lastCloses = runs+n, lastCloses+closes
@@ -135,7 +137,8 @@ func cleanCloseLoop(t *testing.T, p *agentdProc, what string, argv func(i int) (
 		select {
 		case end := <-c.Exited:
 			if end.Stops > 0 {
-				t.Fatalf("%s, run %d: %s was stopped %d times while it created and closed its own store", what, i, args[0], end.Stops)
+				t.Fatalf("%s, run %d: %s (pid %d) was stopped %d times while it created and closed its own store %s; agentd logged about it:\n%s",
+					what, i, args[0], c.Pid, end.Stops, db, stopEvidence(p, c.Pid, db))
 			}
 			if end.Code != 0 {
 				t.Fatalf("%s, run %d: %s exited with status %d", what, i, args[0], end.Code)
@@ -157,4 +160,29 @@ func cleanCloseLoop(t *testing.T, p *agentdProc, what string, argv func(i int) (
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// stopEvidence is what agentd logged about pid (what it froze, thawed, and
+// on which evidence: the fast freeze's debug line names the stale files
+// and the generation it judged against) and about the store db, waiting
+// up to 5 s for a first line about pid: the thaw is logged after the
+// process was seen stopped. "nothing" means the stop came from elsewhere.
+func stopEvidence(p *agentdProc, pid int, db string) string {
+	about := func() []string {
+		var out []string
+		for _, end := range []string{",", "}"} {
+			out = append(out, p.logLines(fmt.Sprintf(`"pid":%d%s`, pid, end))...)
+		}
+		return out
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(about()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	lines := about()
+	if len(lines) == 0 {
+		lines = []string{"nothing naming the pid (the stop came from outside agentd?)"}
+	}
+	store := p.logLines(`"store":"` + db + `"`)
+	return strings.Join(lines, "\n") + "\nabout the store:\n" + strings.Join(store, "\n")
 }

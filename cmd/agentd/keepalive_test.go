@@ -174,3 +174,9 @@ func TestKeepaliveTiming(t *testing.T) {
 		t.Errorf("keepaliveTiming(30s) = %v, %v", p, d)
 	}
 }
+
+// has reports whether an sd_notify message carries key=val.
+func has(m sdnotifytest.Message, key, val string) bool {
+	v, ok := m.Get(key)
+	return ok && v == val
+}

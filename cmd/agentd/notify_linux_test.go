@@ -11,11 +11,6 @@ import (
 	"github.com/stateguard/stateguard/internal/sdnotify/sdnotifytest"
 )
 
-func has(m sdnotifytest.Message, key, val string) bool {
-	v, ok := m.Get(key)
-	return ok && v == val
-}
-
 // TestNotifyLifecycle runs agentd as systemd would run the Type=notify
 // unit with WatchdogSec=: READY=1 from the main pid once its first check
 // covered the store, with STATUS= counting stores, guards, incidents and

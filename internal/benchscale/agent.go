@@ -27,13 +27,13 @@ type agent struct {
 // keep lists the log messages and events the bench reads.
 func keep(r map[string]any) bool {
 	switch r["event"] {
-	case "agent.started", "holder.frozen", "incident.resolved", "guard.armed":
+	case "agent.started", "holder.frozen", "incident.resolved", "guard.armed", "generation.changed":
 		return true
 	}
 	return r["msg"] == "reconcile done"
 }
 
-func startAgent(bin, dir, home string, reconcile time.Duration) (*agent, error) {
+func startAgent(bin, dir, home string, reconcile time.Duration, env []string) (*agent, error) {
 	cfg := fmt.Sprintf(`state_dir = %q
 socket = %q
 reconcile = %q
@@ -53,7 +53,7 @@ level = "debug"
 		return nil, err
 	}
 	cmd := exec.Command(bin, "run", "--config", conf)
-	cmd.Env = append(os.Environ(), "HERMES_HOME="+home)
+	cmd.Env = append(append(os.Environ(), "HERMES_HOME="+home), env...)
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -145,16 +145,6 @@ func cpuTicks(pid int) (int64, error) {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	k, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + k, nil
-}
-
-// procState is the one-letter state of pid ('X' when gone).
-func procState(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 'X'
-	}
-	s := string(b)
-	return s[strings.LastIndexByte(s, ')')+2]
 }
 
 // memKB reads VmRSS and VmHWM.

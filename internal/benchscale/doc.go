@@ -23,9 +23,30 @@
 //   - reconcile p50/p99: wall time of the reconciles in the idle window
 //     ("reconcile done" lines; "-" for a build that does not log them);
 //   - freeze p50/p99: over -trials trials, a live writer on a random
-//     store, then a fresh copy renamed over its state.db; the time from
-//     rename(2) until the writer is seen stopped (polling its
-//     /proc/<pid>/stat), and the agent's own holder.frozen latency.
+//     store that the agent already knows (the check its -shm set off has
+//     done its full scan: the writer is in the holder cache, as any
+//     writer running for more than a moment is), then a fresh copy
+//     renamed over its state.db; the time from rename(2) until the
+//     kernel says the writer is stopped (waitid WSTOPPED: every thread
+//     of it has stopped, which takes each thread some CPU after the
+//     agent's SIGSTOP; a poll loop would take a core from them), and
+//     the agent's own holder.frozen latency (from the event to its
+//     kill(2)). This is the incident fast path; with 50 trials the
+//     p99 is the slowest trial;
+//   - cold p50/p99 (with -cold N): the same, renamed as soon as the guard
+//     is armed on the writer's -shm, which can be before the agent's scan
+//     has seen the writer (what this column measured before: mostly the
+//     time of a full scan).
+//
+// -dirs D makes each home D profile directories in all, the ones past the
+// stores empty (-n 1000 -dirs 100000: the 100,000-directory flood case;
+// the stores sort first, so they are within max_profiles_per_home).
+// -profile DIR has each agentd write its CPU and heap profiles there.
+// -phases prints each freeze trial's split on stderr (the rename and the
+// unlinks, rename to stopped, the agent's event to kill). -head-env
+// NAME=VALUE,... sets environment variables of the measured agentd only,
+// not of the -base one: -base X -head X -head-env GOGC=off measures one
+// build with and without its garbage collector, side by side.
 //
 // Run it as root on an otherwise idle machine: every figure but the
 // watch count moves with load.

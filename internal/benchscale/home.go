@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
@@ -16,8 +18,11 @@ type home struct {
 }
 
 // buildHome makes n stores under dir/home: the default profile and n-1
-// named ones, each a copy of one freshly created store.
-func buildHome(dir string, n int) (*home, error) {
+// named ones, each a copy of one freshly created store. With dirs > n the
+// home's profiles/ also gets empty profile directories up to dirs in all
+// (the flood case of 100,000 directories), named to sort after the stores
+// so that the stores are within max_profiles_per_home.
+func buildHome(dir string, n, dirs int) (*home, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -43,16 +48,41 @@ func buildHome(dir string, n int) (*home, error) {
 		}
 		h.stores = append(h.stores, db)
 	}
+	if dirs > n {
+		if err := emptyProfiles(filepath.Join(h.root, "profiles"), dirs-n); err != nil {
+			return nil, err
+		}
+	}
 	return h, nil
 }
 
-// renameFreshOver replaces db with a fresh copy of the template by
-// rename(2) and deletes its -wal and -shm, as a backup restore does.
-func (h *home) renameFreshOver(db string) error {
-	tmp := db + ".bench-new"
-	if err := os.WriteFile(tmp, h.template, 0o600); err != nil {
+// emptyProfiles makes k empty profile directories in profiles.
+func emptyProfiles(profiles string, k int) error {
+	if err := os.MkdirAll(profiles, 0o700); err != nil {
 		return err
 	}
+	pd, err := unix.Open(profiles, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", profiles, err)
+	}
+	defer unix.Close(pd)
+	for i := range k { // relative to the directory: no path walk per entry
+		if err := unix.Mkdirat(pd, fmt.Sprintf("x%07d", i), 0o700); err != nil {
+			return fmt.Errorf("make empty profile %d in %s: %w", i, profiles, err)
+		}
+	}
+	return nil
+}
+
+// prepareFresh writes a fresh copy of the template next to db.
+func (h *home) prepareFresh(db string) (string, error) {
+	tmp := db + ".bench-new"
+	return tmp, os.WriteFile(tmp, h.template, 0o600)
+}
+
+// swapIn renames tmp over db and deletes its -wal and -shm, as a backup
+// restore does.
+func (h *home) swapIn(tmp, db string) error {
 	if err := os.Rename(tmp, db); err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ type ProfileReport struct {
 	// NotRolledBack rows are like Resurrected but no replay wrote them:
 	// the restore did not take (the store is not what was restored).
 	NotRolledBack int
+	// NotRolledBackBy counts NotRolledBack by the restore's fault kind.
+	NotRolledBackBy map[string]int
 	// LostEarlier rows were acknowledged before some restore's backup
 	// began, yet are neither in that backup, nor a later one, nor the
 	// store: lost before the restore could hide the loss.
@@ -46,8 +48,13 @@ type ProfileReport struct {
 	// incident's to salvage or count (issue 13): DuringMissing when an
 	// incident of the store was opened around the tool, DuringLost when
 	// none was (lost silently).
-	DuringTool        int
-	DuringMissing     int
+	DuringTool    int
+	DuringMissing int
+	// DuringRolledBack rows were stamped while `sqlite3 .restore` ran and
+	// are missing, committed before SQLite's backup API took the store's
+	// write lock (beforeBackupLock): the restore rolled them back, as any
+	// row committed before a restore (not lost).
+	DuringRolledBack  int
 	DuringLost        int
 	DuringLostSamples []string
 	LastRestore       float64 // unix seconds; 0 without a restore
@@ -61,6 +68,18 @@ type ProfileReport struct {
 	CountMismatch       int // sessions whose message_count differs from their rows
 	Leftovers           []string
 	LostSamples         []string // a few lost rows, for the report
+	// ResurrectedBy counts the Resurrected rows by the divert that
+	// replayed them ("kind: rule", replaySources).
+	ResurrectedBy map[string]int
+	// ResurrectedSamples names a few of them with the divert that
+	// replayed them.
+	ResurrectedSamples []string
+	// OrphanReplayed rows looked replayed back, but only diverts of an
+	// earlier replacement of the store replayed them: committed into that
+	// replacement's orphan after it, never in the generation the later
+	// restore rolled back (replaySources). Kept, as they must be.
+	OrphanReplayed int
+	resurrected    []replayedRow
 }
 
 // judge is what the final check knows of the run beyond the store, the
@@ -79,17 +98,28 @@ type judge struct {
 	// noticed reports whether an incident of the store was opened around
 	// restore rs (agentd saw the tool at work).
 	noticed func(rs restore) bool
+	// unknown is set when the run could not read agentd's incidents
+	// (an interrupted run): settled and noticed then know nothing, and
+	// a missing row they would have excused or blamed is unverifiable,
+	// not lost. The run fails on the unread incidents themselves.
+	unknown bool
+	// opened is when the incident with this id opened, when the run
+	// read it (replaySources); nil knows none.
+	opened func(id string) (time.Time, bool)
 }
 
 // checker classifies one profile's acknowledged rows.
 type checker struct {
 	restores []restore
-	backups  []*storeRows // restore i's backup, read on demand
-	dir      string
-	got      *storeRows
-	watch    *ackWatch
-	j        judge
-	pr       *ProfileReport
+	// seqs is every acked row's stamp by session and seq, for the order
+	// a session's writer committed them in (beforeBackupLock).
+	seqs    map[string]map[int64]float64
+	backups []*storeRows // restore i's backup, read on demand
+	dir     string
+	got     *storeRows
+	watch   *ackWatch
+	j       judge
+	pr      *ProfileReport
 }
 
 // checkProfile compares the store with every ack of its writers.
@@ -118,7 +148,7 @@ func checkProfile(p *profile, slots []*writerSlot, watch *ackWatch, j judge, wor
 			pr.Integrity = "messages unreadable as a whole"
 		}
 	}
-	c := &checker{restores: p.allRestores(), dir: dir, got: got, watch: watch, j: j, pr: &pr}
+	c := &checker{restores: p.allRestores(), dir: dir, got: got, watch: watch, j: j, pr: &pr, seqs: map[string]map[int64]float64{}}
 	c.backups = make([]*storeRows, len(c.restores))
 	pr.Restores = len(c.restores)
 	if len(c.restores) > 0 {
@@ -134,6 +164,7 @@ func checkProfile(p *profile, slots []*writerSlot, watch *ackWatch, j judge, wor
 			pr.CountMismatch++
 		}
 	}
+	acksOf := map[*writerSlot][]hermestest.Ack{}
 	for _, s := range slots {
 		if s.p != p {
 			continue
@@ -142,13 +173,26 @@ func checkProfile(p *profile, slots []*writerSlot, watch *ackWatch, j judge, wor
 		if err != nil {
 			return pr, err
 		}
+		acksOf[s] = acks
 		for _, a := range acks {
+			if c.seqs[a.Session] == nil {
+				c.seqs[a.Session] = map[int64]float64{}
+			}
+			c.seqs[a.Session][a.Seq] = a.Timestamp
+		}
+	}
+	for _, s := range slots {
+		for _, a := range acksOf[s] {
 			if err := c.classify(s, a); err != nil {
 				return pr, err
 			}
 		}
 	}
 	pr.Leftovers = leftovers(p)
+	var orphan int
+	pr.ResurrectedBy, orphan, pr.ResurrectedSamples = replaySources(p.dir, pr.resurrected, j.opened)
+	pr.Resurrected -= orphan
+	pr.OrphanReplayed = orphan
 	return pr, nil
 }
 
@@ -215,11 +259,16 @@ func (c *checker) before(i int, s *writerSlot, a hermestest.Ack, k rowKey, n int
 		// Committed before the restore began and after its backup: the
 		// restore rolled it back on purpose, and a replay brought it back.
 		c.pr.Resurrected++
+		c.pr.resurrected = append(c.pr.resurrected, replayedRow{key: k, start: rs.Start})
 	case !seen.IsZero() && seen.Before(rs.Start):
 		// The same, but no replay wrote it: the restore never rolled it
 		// back (an in-place copy under a live WAL, whose frames still
 		// overlay the restored main). The store is not the backup.
 		c.pr.NotRolledBack++
+		if c.pr.NotRolledBackBy == nil {
+			c.pr.NotRolledBackBy = map[string]int{}
+		}
+		c.pr.NotRolledBackBy[rs.Kind]++
 	default:
 		// Acknowledged after the restore began: perhaps committed into
 		// the orphan after the replacement, which a replay keeps.
@@ -257,6 +306,15 @@ func (c *checker) during(i int, s *writerSlot, a hermestest.Ack, k rowKey, n int
 			return nil
 		}
 	}
+	if c.restores[i].Kind == FaultSqlite3Restore && c.beforeBackupLock(i, a) {
+		c.pr.DuringRolledBack++
+		c.pr.RolledBack++
+		return nil
+	}
+	if c.j.unknown {
+		c.pr.Unverifiable++
+		return nil
+	}
 	if c.j.noticed(c.restores[i]) {
 		c.pr.DuringMissing++
 		return nil
@@ -264,6 +322,39 @@ func (c *checker) during(i int, s *writerSlot, a hermestest.Ack, k rowKey, n int
 	c.pr.DuringLost++
 	sample(&c.pr.DuringLostSamples, a)
 	return nil
+}
+
+// beforeBackupLock reports whether a, stamped while restore i's
+// `sqlite3 .restore` ran and missing, is one the restore rolled back.
+// SQLite's backup API writes the destination inside one write
+// transaction, taken at its first step and held to the last: a row its
+// writer committed before that is overwritten with the backup's pages,
+// one committed after it is appended on top of the restored store. The
+// harness cannot see when the lock was taken, but a session's writer
+// commits its rows in seq order, so the restore cuts each session once:
+// a missing row is rolled back only if no earlier row of its session
+// stamped since the backup began, and not in the backup, survived (an
+// earlier row committed after the lock would put a after it too). A row missing after a
+// surviving one is lost, whatever the tool.
+func (c *checker) beforeBackupLock(i int, a hermestest.Ack) bool {
+	b, err := c.backup(i)
+	if err != nil {
+		return false // cannot tell: lost
+	}
+	from := unixSec(c.restores[i].BackupAt)
+	for seq, ts := range c.seqs[a.Session] {
+		if seq >= a.Seq || ts < from {
+			continue
+		}
+		// A row stamped just after the backup began may be in it (its
+		// read began a moment later): there because the restore put it
+		// back, no sign of where the cut fell.
+		k := rowKey{session: a.Session, content: hermestest.MessageContent(a.Session, seq), ts: ts}
+		if c.got.rows[k] > 0 && c.got.replayed[k] == 0 && b.rows[k] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type outcome int

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/hermestest"
 )
 
 // TestCheckProfileToolWindow: a tool (cp over the main) ran from t=10 to
@@ -133,7 +137,11 @@ func TestReadFreezes(t *testing.T) {
 		return fmt.Sprintf(`{"time":%q,"level":"WARN","msg":"m","event":%q,"latency_ms":%g}`+"\n",
 			t0.Add(at).Format(time.RFC3339Nano), event, ms)
 	}
-	first := rec(0, "agent.started", 0) + rec(time.Second, "holder.frozen", 1) + rec(2*time.Second, "holder.frozen", 2)
+	opened := fmt.Sprintf(`{"time":%q,"level":"WARN","msg":"m","event":"incident.opened","incident":"i1","kind":"rewritten"}`+"\n",
+		t0.Add(3*time.Second).Format(time.RFC3339Nano))
+	slow := fmt.Sprintf(`{"time":%q,"level":"WARN","msg":"holder frozen","event":"holder.frozen","incident":"i1","latency_ms":70}`+"\n",
+		t0.Add(3*time.Second).Format(time.RFC3339Nano))
+	first := rec(0, "agent.started", 0) + rec(time.Second, "holder.frozen", 1) + rec(2*time.Second, "holder.frozen", 2) + opened + slow
 	second := rec(time.Minute, "agent.started", 0) + rec(time.Minute+time.Second, "holder.frozen", 900) +
 		"panic: boom\n" + rec(time.Minute+restartQuiet+time.Second, "holder.frozen", 3)
 	if err := os.WriteFile(filepath.Join(dir, "agentd-001.log"), []byte(first), 0o600); err != nil {
@@ -150,11 +158,14 @@ func TestReadFreezes(t *testing.T) {
 		}
 		return out
 	}
-	if got := ms(st.all); !slices.Equal(got, []float64{1, 2, 3, 900}) {
+	if got := ms(st.all); !slices.Equal(got, []float64{1, 2, 3, 70, 900}) {
 		t.Errorf("all freezes %v", got)
 	}
-	if got := ms(st.steady); !slices.Equal(got, []float64{1, 2, 3}) {
+	if got := ms(st.steady); !slices.Equal(got, []float64{1, 2, 3, 70}) {
 		t.Errorf("steady freezes %v, want the restart's 900 ms left out", got)
+	}
+	if len(st.slow) != 1 || st.slow[0].kind != "rewritten" || !strings.HasPrefix(st.slow[0].String(), "70.0ms ") {
+		t.Errorf("slow freezes %v, want the 70 ms one of the rewritten incident", st.slow)
 	}
 	if len(st.problems) != 1 || !strings.Contains(st.problems[0], "panic: boom") {
 		t.Errorf("problems %q, want the panic", st.problems)
@@ -192,5 +203,123 @@ func TestUpAfter(t *testing.T) {
 		if got := a.upAfter(t0.Add(c.at)); !got.Equal(t0.Add(c.want)) {
 			t.Errorf("upAfter(+%v) = +%v, want +%v", c.at, got.Sub(t0), c.want)
 		}
+	}
+}
+
+// TestCheckProfileSqlite3Restore: `sqlite3 .restore` ran from t=10 to
+// t=12 with a backup taken at t=8. Rows stamped while it ran and missing
+// were committed before its backup API took the write lock, and rolled
+// back with everything else since the backup, as long as the session's
+// missing rows all precede its surviving ones: a row missing after one
+// that survived (committed after the lock) is lost, and no other tool
+// gets the benefit.
+func TestCheckProfileSqlite3Restore(t *testing.T) {
+	for _, kind := range []string{FaultSqlite3Restore, FaultCpInplace} {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t)
+			f.toolRestore(8, 10, 12, map[int64]float64{1: 1})
+			f.p.restores[len(f.p.restores)-1].Kind = kind
+			f.acked(1, 1, 1.01, 1)    // in the backup and the store
+			f.acked(2, 9, 9.01, 0)    // after the backup, before the tool: rolled back
+			f.acked(3, 10.5, 10.6, 0) // while the tool ran, committed before its write lock
+			f.acked(4, 11, 11.1, 0)   // the same
+			f.acked(5, 11.5, 11.6, 1) // committed after the lock: survived
+			f.acked(6, 11.8, 11.9, 0) // after a survivor: lost
+			f.acked(7, 12.5, 12.6, 1) // after the tool: required, there
+			pr := f.check(true)
+			wantRolled, wantLost := 2, 1
+			if kind != FaultSqlite3Restore {
+				wantRolled, wantLost = 0, 3
+			}
+			if pr.DuringTool != 4 || pr.DuringRolledBack != wantRolled || pr.DuringLost != wantLost || pr.DuringMissing != 0 {
+				t.Errorf("during %d, rolled back by the restore %d, lost %d, missing with an incident %d; want 4, %d, %d, 0",
+					pr.DuringTool, pr.DuringRolledBack, pr.DuringLost, pr.DuringMissing, wantRolled, wantLost)
+			}
+			if kind == FaultSqlite3Restore && (len(pr.DuringLostSamples) != 1 || !strings.Contains(pr.DuringLostSamples[0], "seq 6 ")) {
+				t.Errorf("lost samples %q, want seq 6", pr.DuringLostSamples)
+			}
+			if pr.Required != 1 || pr.Lost != 0 {
+				t.Errorf("required %d lost %d; want 1, 0", pr.Required, pr.Lost)
+			}
+		})
+	}
+}
+
+// TestCheckProfileOrphanOfEarlierReplacement: restore 1 renamed a backup
+// over the store at t=5 while agentd was down, so its orphan's writer went
+// on committing into the old generation (row 2, at 8.5) until agentd came
+// back at t=9 and froze it; restore 2 (backup at 8, rename at 10) then
+// replaced the store, whose backup naturally lacks row 2: it never was in
+// that generation. Incident 1's divert replays row 2, as it must
+// (committed after its replacement). Only rows a divert of an incident
+// opened after restore 2 began replayed are rolled back on purpose and
+// replayed back: rows 3 and 4 (row 4 is in both diverts, incident 1's
+// first), whatever the time the divert claims for its replacement.
+// Session 7's loaded runs (seed 1, 80 cycles) counted rows like row 2 as
+// replayed back ("replaced: timestamps (no wal position was recorded)",
+// incidents found at agentd's start after a kill); before this test
+// every one of rows 2-4 was.
+func TestCheckProfileOrphanOfEarlierReplacement(t *testing.T) {
+	f := newFixture(t)
+	f.backup(2, 5, map[int64]float64{1: 1})
+	f.backup(8, 10, map[int64]float64{1: 1})
+	f.acked(1, 1, 1.01, 1)
+	f.replayedBack(2, 8.4, 8.5)
+	f.replayedBack(3, 9.0, 9.1)
+	f.replayedBack(4, 9.2, 9.3)
+	opened := map[string]float64{"20270115T080009Z-aaaaaa": 9, "20270115T080010Z-bbbbbb": 10.01, "20270115T080010Z-cccccc": 10.05}
+	f.divert("20270115T080009Z-aaaaaa", "replaced", "timestamps: no wal position was recorded", 2, 4)
+	f.divert("20270115T080010Z-bbbbbb", "replaced", "wal frame 12 of 0badf00d-0badf00d", 3)
+	f.divert("20270115T080010Z-cccccc", "mispaired", "timestamps: no wal position was recorded", 4)
+	pr := f.checkWith(judge{
+		settled: func(time.Time) bool { return true },
+		failed:  func(*writerSlot, time.Time) bool { return false },
+		noticed: func(restore) bool { return false },
+		opened: func(id string) (time.Time, bool) {
+			sec, ok := opened[id]
+			return f.at(sec), ok
+		},
+	})
+	if pr.Resurrected != 2 || pr.OrphanReplayed != 1 {
+		t.Fatalf("replayed back %d (%v), of an earlier orphan %d; want 2, 1", pr.Resurrected, pr.ResurrectedBy, pr.OrphanReplayed)
+	}
+	want := map[string]int{"replaced: frame cut": 1, "mispaired: timestamps (no wal position was recorded)": 1}
+	if fmt.Sprint(pr.ResurrectedBy) != fmt.Sprint(want) {
+		t.Errorf("replayed back by %v; want %v", pr.ResurrectedBy, want)
+	}
+	if pr.Lost != 0 || pr.LostEarlier != 0 || pr.NotRolledBack != 0 {
+		t.Errorf("lost %d, lost earlier %d, not rolled back %d; want none", pr.Lost, pr.LostEarlier, pr.NotRolledBack)
+	}
+	// Without the run's incident record every divert is the restore's own.
+	if pr := f.check(true); pr.Resurrected != 3 || pr.OrphanReplayed != 0 {
+		t.Errorf("no incidents read: replayed back %d, of an earlier orphan %d; want 3, 0", pr.Resurrected, pr.OrphanReplayed)
+	}
+}
+
+// divert writes the agent's divert of incident id whose replayed file
+// holds seqs (stamped as TestCheckProfileOrphanOfEarlierReplacement acks
+// them).
+func (f *fixture) divert(id, kind, cut string, seqs ...int64) {
+	f.t.Helper()
+	dir := filepath.Join(f.p.dir, "sessions", "recovered", id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	var lines strings.Builder
+	for _, seq := range seqs {
+		sec := map[int64]float64{2: 8.4, 3: 9.0, 4: 9.2}[seq]
+		fmt.Fprintf(&lines, `{"role":"user","content":%q,"timestamp":%s}`+"\n", hermestest.MessageContent("s", seq),
+			strconv.FormatFloat(float64(f.at(sec).UnixNano())/1e9, 'f', -1, 64))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines.String()), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"incident_id": id, "kind": kind, "cut": cut,
+		"files": []map[string]any{{"session_id": "s", "file": "s.jsonl", "pre_replacement": false}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "divert.json"), b, 0o600); err != nil {
+		f.t.Fatal(err)
 	}
 }

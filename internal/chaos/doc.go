@@ -16,9 +16,9 @@
 // Each cycle injects one fault. The first cycles inject every selected kind
 // once, in an order the seed shuffles, then the choice is random, so a short
 // run still covers every kind. -faults selects kinds and presets (mixable:
-// -faults classic,cp-inplace): classic, the seven kinds the product handles
-// today and the default (DefaultPreset; switching the default, and CI, to
-// "all" is one line); tools, the kinds from real tools; all, both.
+// -faults classic,cp-inplace): classic, the seven kinds of the first
+// rounds; tools, the kinds from real tools; all, both, the default
+// (DefaultPreset) and what CI runs.
 //
 // classic:
 //
@@ -28,7 +28,8 @@
 //	mispaired           a backup renamed over state.db only; the old sidecars stay
 //	last-closer         plain `sqlite3 db "select count(*) from messages"` reads next to the lock-cancelling writer
 //	kill-agent          kill -9 of agentd, restarted after a random delay (the next faults may land while it is
-//	                    down, and on the incidents still in flight)
+//	                    down, and on the incidents still in flight; not cp-inplace, rsync-inplace,
+//	                    cp-inplace-rm-sidecars, mv-aside-copy: see tools)
 //	full-disk           the last profile lives on a small tmpfs (root only); it is filled, then a restore or
 //	                    unlink makes the agent capture onto the full disk; the space is freed seconds later.
 //	                    Never while agentd is down: the writer would fail on the full disk and exit, and its
@@ -57,15 +58,32 @@
 //	                        They are restarted like the others, and every other fault on the default profile
 //	                        runs under them too.
 //
+// cp-inplace, rsync-inplace, cp-inplace-rm-sidecars and mv-aside-copy run
+// only while agentd is up (it answers its socket after every store's first
+// check): done while it is down, they leave nothing a starting agent can
+// tell from a healthy store (the same inode under the live WAL; a main
+// renamed to a name that is no role of the store, its writers holding the
+// new main's -wal), and the writers' next checkpoint corrupts the copy.
+// That measures the absence of the agent, as for full-disk. The restores,
+// tar-extract and sqlite3-restore still land while it is down: the first
+// three leave an unlinked main under its writers, which a starting agent
+// sees as an orphan; sqlite3 .restore writes through SQLite's own locks.
+//
 // A kind that cannot run on this host (no rsync, no root for the tmpfs or
 // the namespaces) is listed as skipped with the reason.
 //
-// Backups are taken with `sqlite3 -readonly db .backup`. Every restore is
+// Backups are taken with `sqlite3 -readonly db .backup` and checked with
+// quick_check: one that read the store between a cp over the live main
+// and the agent's quarantine of the old -wal is malformed, and is taken
+// again (counted). Every restore is
 // recorded per profile with when its backup began and when the rename or
 // the tool started and returned, because rows stamped before it may
 // legitimately be rolled back; rows stamped while a tool ran are counted
 // apart (issue 13: the incident must salvage or count them); rows stamped
-// after it must survive. mv-aside-copy's state.db.old is the operator's own
+// after it must survive. sqlite3 .restore writes through SQLite's backup
+// API in one write transaction: a missing row stamped while it ran was
+// committed before that transaction and rolled back, provided no earlier
+// row of its session survived (beforeBackupLock). mv-aside-copy's state.db.old is the operator's own
 // file: it is not counted as left over, and the harness removes it once no
 // incident of the store is unfinished and none of the run's processes (its
 // writers, agentd) holds the inode.
@@ -102,11 +120,11 @@
 // sequence) and prints where it is.
 //
 // CI runs a short bounded run from scripts/ci-extra (30 cycles of the
-// default preset, seed 1, acceptance on; CHAOS_FAULTS=all
-// scripts/ci-extra runs every kind, CHAOS_SEED another sequence). The
-// long run (≥1000 cycles, about 25 minutes at -pace 0.4 on 2 cores) is:
+// default preset, every kind at least once, seed 1, acceptance on;
+// CHAOS_SEED picks another sequence, CHAOS_FAULTS another set). The long
+// runs (1000 cycles, about 25 minutes each at -pace 0.4 on 2 cores) are:
 //
-//	go run ./internal/chaos -cycles 1000 -profiles 3 -seed 1 -faults all -goals
+//	go run ./internal/chaos -cycles 1000 -profiles 3 -seed S -pace 0.4 [-goals]    (S = 1, 2, 3)
 //
 // Run needs Linux for the process and fd checks, the tmpfs and the
 // containers (elsewhere they report "unknown" or are skipped with the

@@ -16,6 +16,26 @@ import (
 type freezeStats struct {
 	all, steady []time.Duration // holder.frozen latency_ms; steady: outside restartQuiet
 	problems    []string
+	// slow are the steady freezes over the goal, slowest first, with the
+	// incident kind that froze them ("" for a freeze outside an
+	// incident: the guard's early freeze, the rewrite gate).
+	slow []slowFreeze
+}
+
+// slowFreeze is one steady freeze over the goal, for the report.
+type slowFreeze struct {
+	d    time.Duration
+	at   time.Time
+	kind string
+	msg  string
+}
+
+func (f slowFreeze) String() string {
+	k := f.kind
+	if k == "" {
+		k = "no incident"
+	}
+	return fmt.Sprintf("%.1fms %s (%s, %s)", float64(f.d)/float64(time.Millisecond), f.at.UTC().Format("15:04:05.000"), k, f.msg)
 }
 
 // parseLogs reads agentd's JSON logs (one file per incarnation) for the
@@ -34,6 +54,13 @@ func (r *run) parseLogs() {
 		r.rep.FreezeP99 = quantile(st.all, 99)
 		r.rep.MaxFreezeLog = st.all[len(st.all)-1]
 	}
+	r.rep.SlowFreezes = nil
+	for i, f := range st.slow {
+		if i == 5 {
+			break
+		}
+		r.rep.SlowFreezes = append(r.rep.SlowFreezes, f.String())
+	}
 	r.rep.FreezesSteady = len(st.steady)
 	if len(st.steady) > 0 {
 		r.rep.FreezeP99Steady = quantile(st.steady, 99)
@@ -47,6 +74,7 @@ func (r *run) parseLogs() {
 // restart. Both lists come back sorted.
 func readFreezes(files []string) freezeStats {
 	var st freezeStats
+	kinds := map[string]string{} // incident id → kind, from incident.opened
 	for i, f := range slices.Sorted(slices.Values(files)) {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -61,6 +89,9 @@ func readFreezes(files []string) freezeStats {
 				Time      time.Time `json:"time"`
 				Event     string    `json:"event"`
 				LatencyMS float64   `json:"latency_ms"`
+				Incident  string    `json:"incident"`
+				Kind      string    `json:"kind"`
+				Msg       string    `json:"msg"`
 			}
 			if json.Unmarshal(line, &rec) != nil {
 				if strings.HasPrefix(string(line), "panic:") || strings.HasPrefix(string(line), "fatal error:") {
@@ -71,6 +102,9 @@ func readFreezes(files []string) freezeStats {
 			if first.IsZero() {
 				first = rec.Time
 			}
+			if rec.Event == "incident.opened" && rec.Incident != "" {
+				kinds[rec.Incident] = rec.Kind
+			}
 			if rec.Event != "holder.frozen" {
 				continue
 			}
@@ -78,12 +112,19 @@ func readFreezes(files []string) freezeStats {
 			st.all = append(st.all, d)
 			if i == 0 || rec.Time.Sub(first) >= restartQuiet {
 				st.steady = append(st.steady, d)
+				if d >= goalFreezeP99 {
+					st.slow = append(st.slow, slowFreeze{d: d, at: rec.Time, kind: rec.Incident, msg: rec.Msg})
+				}
 			}
 		}
 		fh.Close()
 	}
 	slices.Sort(st.all)
 	slices.Sort(st.steady)
+	for i := range st.slow {
+		st.slow[i].kind = kinds[st.slow[i].kind]
+	}
+	slices.SortFunc(st.slow, func(a, b slowFreeze) int { return int(b.d - a.d) })
 	return st
 }
 

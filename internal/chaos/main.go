@@ -45,8 +45,22 @@ func main() {
 	if !*quiet {
 		cfg.Progress = os.Stderr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first SIGINT/SIGTERM ends the cycles and lets the run finish
+	// (settle, read the incidents, check the stores: a verdict for the
+	// cycles done); a second one aborts.
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	stopCycles := make(chan struct{})
+	cfg.Stop = stopCycles
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "chaos: interrupted: no more cycles; settling and checking the stores (interrupt again to abort)")
+		close(stopCycles)
+		<-sigs
+		abort()
+	}()
 	rep, err := Run(ctx, cfg)
 	if rep != nil {
 		rep.WriteTable(os.Stdout)

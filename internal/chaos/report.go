@@ -36,20 +36,30 @@ type Report struct {
 	Duplicated  int
 	RolledBack  int // acknowledged before a restore and rolled back by it (allowed)
 	Resurrected int // rolled back by a restore, then replayed back in
+	// ResurrectedBy counts Resurrected by the divert that replayed them.
+	ResurrectedBy map[string]int
+	// OrphanReplayed looked like Resurrected, but only a divert of an
+	// earlier replacement replayed them: committed into its orphan after
+	// it (ProfileReport.OrphanReplayed), kept as they must be.
+	OrphanReplayed int
 	// LostEarlier: acknowledged before a restore's backup began, yet in no
 	// later backup and not in the store (a loss a later restore hid).
 	LostEarlier          int
-	AckedAfterRolledBack int // stamped before a restore began, acked after it began, rolled back
-	StraddleKept         int // stamped before a restore began, acked after it began, not in its backup, there
-	NotRolledBack        int // like Resurrected, but no replay wrote them: the restore did not take
-	Unverifiable         int // missing, acked before a backup taken while an incident was unfinished
+	AckedAfterRolledBack int            // stamped before a restore began, acked after it began, rolled back
+	StraddleKept         int            // stamped before a restore began, acked after it began, not in its backup, there
+	NotRolledBack        int            // like Resurrected, but no replay wrote them: the restore did not take
+	NotRolledBackBy      map[string]int // NotRolledBack by the restore's fault kind
+	Unverifiable         int            // missing, acked before a backup taken while an incident was unfinished
 	// Rows stamped while a restore tool wrote the store: how many, how
 	// many are missing though an incident saw the tool (the incident's to
 	// salvage or count), and how many are missing with no incident.
 	DuringTool    int
 	DuringMissing int
-	DuringLost    int
-	Leftovers     int // files left in profile directories (ProfileReport.Leftovers)
+	// DuringRolledBack: stamped while sqlite3 .restore ran, committed
+	// before its backup API took the write lock, rolled back by it.
+	DuringRolledBack int
+	DuringLost       int
+	Leftovers        int // files left in profile directories (ProfileReport.Leftovers)
 
 	CorruptStores    int
 	MaxFreezeLog     time.Duration // from agentd's holder.frozen latency_ms
@@ -61,7 +71,10 @@ type Report struct {
 	// restartQuiet after an agentd start (FreezesSteady of them).
 	FreezeP99Steady time.Duration
 	FreezesSteady   int
-	MaxResolution   time.Duration // incident opened_at → resolved_at
+	// SlowFreezes are the slowest steady freezes over the goal, with the
+	// incident kind that froze them.
+	SlowFreezes   []string
+	MaxResolution time.Duration // incident opened_at → resolved_at
 	// MaxResolutionSteady leaves out incidents that said the disk was
 	// full (a needs_action step naming it); DiskFullSlow counts those
 	// that took longer than the goal.
@@ -82,6 +95,10 @@ type Report struct {
 	GuardBreaches   int
 	LastCloserFired int // unguarded: the CLI orphaned the live WAL
 	CaptureDeferred int // full disk: the agent kept the orphan pinned and retried
+	// BackupsRetaken: the harness's backup failed quick_check (it read a
+	// store between an in-place rewrite and the agent's quarantine) and
+	// was taken again.
+	BackupsRetaken int
 
 	AgentRestarts int
 	AgentCrashes  []string
@@ -202,14 +219,18 @@ func (r *Report) figureRows(row func(k, format string, args ...any)) {
 		recovered += " (agentd diverted and queued nothing: replay not integrated)"
 	}
 	row("rows recovered by replay", "%s", recovered)
-	row("lost", "%d (and %d lost before a later restore; %d unverifiable: backup taken mid-incident)", r.Lost, r.LostEarlier, r.Unverifiable)
-	row("committed while a tool wrote", "%d (missing %d with an incident to salvage or count them, %d lost with no incident)",
-		r.DuringTool, r.DuringMissing, r.DuringLost)
+	row("lost", "%d (and %d lost before a later restore; %d unverifiable: backup taken mid-incident, or incidents not read)", r.Lost, r.LostEarlier, r.Unverifiable)
+	row("committed while a tool wrote", "%d (missing %d with an incident to salvage or count them, %d lost with no incident; "+
+		"%d rolled back by sqlite3 .restore, committed before its write lock)",
+		r.DuringTool, r.DuringMissing, r.DuringLost, r.DuringRolledBack)
 	row("duplicated", "%d", r.Duplicated)
 	row("corrupt stores", "%d", r.CorruptStores)
 	row("left in profile directories", "%d", r.Leftovers)
 	row("freeze latency", "agent log: p50 %s, p99 %s, max %s of %d freezes; p99 %s of %d outside %s after an agentd start; %s max seen from outside",
 		ms(r.FreezeP50), ms(r.FreezeP99), ms(r.MaxFreezeLog), r.Freezes, ms(r.FreezeP99Steady), r.FreezesSteady, secText(restartQuiet), ms(r.MaxFreezeOutside))
+	if len(r.SlowFreezes) > 0 {
+		row("  steady freezes over the goal", "%s", strings.Join(r.SlowFreezes, "; "))
+	}
 	row("max time to resolution", "%s (%s leaving out incidents that said the disk was full; %d of those over %s)",
 		r.MaxResolution.Round(time.Millisecond), r.MaxResolutionSteady.Round(time.Millisecond), r.DiskFullSlow, secText(goalResolution))
 	row("processes left stopped", "%s", listOrUnknown(r.Stopped, r.StoppedUnknown))
@@ -220,10 +241,18 @@ func (r *Report) figureRows(row func(k, format string, args ...any)) {
 		row("last-closer orphaned a WAL", "%d (guard off)", r.LastCloserFired)
 	}
 	row("capture deferred by full disk", "%d", r.CaptureDeferred)
+	row("backups taken again", "%d (damaged: read between an in-place rewrite and the quarantine)", r.BackupsRetaken)
 	row("rolled-back rows replayed back", "%d, %.1f per 1000 cycles (acked after a restore's backup began and before the restore began)",
 		r.Resurrected, r.resurrectedPer1000())
+	if r.Resurrected > 0 {
+		row("  replayed back by", "%s", sourcesString(r.ResurrectedBy))
+	}
+	row("  of an earlier orphan", "%d (acked as above, replayed only by the divert of an earlier replacement: committed into its orphan after it, never in what the restore rolled back; kept)", r.OrphanReplayed)
 	row("acked after a restore began", "%d rolled back, %d kept (stamped before it)", r.AckedAfterRolledBack, r.StraddleKept)
 	row("not rolled back by a restore", "%d (acked after its backup began, before it began, there, no replay wrote them: the store is not the backup)", r.NotRolledBack)
+	if r.NotRolledBack > 0 {
+		row("  by restore kind", "%s", mapString(r.NotRolledBackBy))
+	}
 	row("agentd restarts", "%d (crashes %d)", r.AgentRestarts, len(r.AgentCrashes))
 	row("writer exits", "%s", mapString(r.WriterExits))
 	row("replay jobs failed", "%d (pending %d)", r.JobsFailed, r.JobsPending)

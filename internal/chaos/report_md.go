@@ -34,8 +34,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	row("rows recovered by replay", "%d", r.Recovered)
 	row("lost (acknowledged after the profile's last restore)", "%s", bold(r.Lost))
 	row("lost before a later restore (the harness's stricter extra check)", "%s", bold(r.LostEarlier))
-	row("committed while a tool rewrote the store", "%d: %d missing with an incident to salvage or count them, %s lost with none",
-		r.DuringTool, r.DuringMissing, bold(r.DuringLost))
+	row("committed while a tool rewrote the store", "%d: %d missing with an incident to salvage or count them, %s lost with none, "+
+		"%d rolled back by sqlite3 .restore (committed before its write lock)",
+		r.DuringTool, r.DuringMissing, bold(r.DuringLost), r.DuringRolledBack)
 	row("duplicated", "%s", bold(r.Duplicated))
 	row("corrupt stores", "%s", bold(r.CorruptStores))
 	row("failed incidents", "%s", bold(r.IncidentsFailed))

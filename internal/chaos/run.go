@@ -53,6 +53,11 @@ type Config struct {
 	// Progress receives the run's log lines as they happen (nil: none);
 	// chaos.log in the temp tree always gets them.
 	Progress io.Writer
+	// Stop, when closed, ends the cycles after the one running (the first
+	// SIGINT): the run then settles, reads agentd's incidents and checks
+	// every store as after its last cycle, so an interrupted run still
+	// has a verdict. Cancelling Run's context aborts even that.
+	Stop <-chan struct{}
 }
 
 func (c *Config) defaults() {
@@ -107,6 +112,8 @@ type run struct {
 	rep *Report
 	// incidentsAll is every incident, read from the API at the end.
 	incidentsAll []apiIncident
+	// incidentsRead is whether that read succeeded (judgeFor).
+	incidentsRead bool
 }
 
 // Run builds agentd and the writer, runs cfg.Cycles faults against them
@@ -190,6 +197,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 
 	r.cycles(ctx)
+	if closed(cfg.Stop) {
+		r.log.Warn("interrupted: cycles ended early; settling and checking as after the last cycle")
+	}
 	r.finish(ctx, stopAll)
 	r.rep.Duration = time.Since(started)
 	return r.rep, ctx.Err()
@@ -318,7 +328,7 @@ func (r *run) startWriters(ctx context.Context, stop chan struct{}, wg *sync.Wai
 
 // cycles injects one random fault per cycle.
 func (r *run) cycles(ctx context.Context) {
-	for c := 1; c <= r.cfg.Cycles && ctx.Err() == nil; c++ {
+	for c := 1; c <= r.cfg.Cycles && ctx.Err() == nil && !closed(r.cfg.Stop); c++ {
 		if r.e.tmpfs != nil {
 			r.pruneCaptures(ctx, r.e.tmpfs)
 		}
@@ -353,10 +363,21 @@ func (r *run) cycles(ctx context.Context) {
 	}
 }
 
+// closed reports whether c is closed; a nil c never is.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // pick chooses the next fault and its profile: every kind once, in an
 // order the seed shuffled, then at random, so even a short run injects
 // every kind. Faults that cannot run right now (kill-agent while agentd is
-// down, a guarded last-closer with no agent to guard) give way to another.
+// down, a guarded last-closer with no agent to guard, an in-place rewrite
+// or a mv aside with no agent to see it) give way to another.
 func (r *run) pick() (string, *profile) {
 	for tries := 0; ; tries++ {
 		if tries > 0 && tries%len(r.kinds) == 0 {
@@ -395,6 +416,19 @@ func (r *run) target(kind string) (*profile, bool) {
 		return r.e.tmpfs, r.agent.isUp()
 	case FaultContainer:
 		return r.containerProfile(), true
+	case FaultCpInplace, FaultRsyncInplace, FaultCpRmSidecars, FaultMvAsideCopy:
+		// With agentd down (or still starting: it answers its socket
+		// after every store's first check) these rewrite what live
+		// writers hold where no later look can tell: the same inode
+		// rewritten under their WAL, or (mv aside) their main renamed
+		// to a name that is no role of the store, so a starting agent
+		// sees a writer of the new main's -wal, not an orphan. The
+		// writers' next checkpoint writes their frames into the copy.
+		// That measures the absence of the agent (seed 3 of session 6:
+		// a mv-aside-copy 100 ms before agentd came up left p1
+		// malformed from cycle 192; seed 1: a cp-inplace while a
+		// restarted agent resumed incidents, the default store).
+		return r.e.profiles[r.intn(len(r.e.profiles))], r.agent.isUp()
 	}
 	return r.e.profiles[r.intn(len(r.e.profiles))], true
 }

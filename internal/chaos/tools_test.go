@@ -22,6 +22,13 @@ import (
 // faults' own mechanics.
 func newToolRun(t *testing.T) (*run, *profile, *hermestest.Writer) {
 	t.Helper()
+	return newToolRunRate(t, 50)
+}
+
+// newToolRunRate is newToolRun with the writer at rate messages a
+// second (0: as fast as it can).
+func newToolRunRate(t *testing.T, rate float64) (*run, *profile, *hermestest.Writer) {
+	t.Helper()
 	root := t.TempDir()
 	e := &env{root: root, backups: filepath.Join(root, "backups"), home: filepath.Join(root, "home")}
 	for _, d := range []string{e.backups, e.home} {
@@ -33,7 +40,7 @@ func newToolRun(t *testing.T) (*run, *profile, *hermestest.Writer) {
 	e.profiles = []*profile{p}
 	r := &run{cfg: Config{Pace: 0.05}, e: e, agent: &agentProc{}, rep: newReport(Config{}),
 		rng: rand.New(rand.NewPCG(1, 2)), log: slog.New(slog.DiscardHandler)}
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: p.db, Create: true, Rate: 50, Session: "s"})
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: p.db, Create: true, Rate: rate, Session: "s"})
 	w.WaitAcks(t, 5)
 	return r, p, w
 }
@@ -134,5 +141,53 @@ func rolledBackGone(t *testing.T, db, ackPath string, rs restore) {
 	}
 	if checked == 0 {
 		t.Fatalf("no row acknowledged between the backup (%s) and the restore (%s) to check", rs.BackupAt, rs.Start)
+	}
+}
+
+// TestSqlite3RestoreCutsOnce is the evidence for the harness's reading of
+// `sqlite3 state.db ".restore BACKUP"` (beforeBackupLock): under a writer
+// committing as fast as it can (no agentd), the real tool's restores
+// roll back every row committed before the backup API took the store's
+// write lock and keep every row committed after it. So every row stamped
+// after the tool returned is there, and the rows stamped while it ran
+// that are missing all come before, in the writer's commit order, the
+// ones that survived: one cut per restore, nothing lost around it.
+func TestSqlite3RestoreCutsOnce(t *testing.T) {
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Skip("sqlite3 not installed (.ci/run installs it)")
+	}
+	r, p, w := newToolRunRate(t, 100)
+	r.cfg.Pace = 0.3
+	watch := newAckWatch()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { watch.run([]string{w.AckPath}, stop); close(done) }()
+	for range 4 {
+		if _, err := r.toolFault(context.Background(), FaultSqlite3Restore, p); err != nil {
+			t.Fatal(err)
+		}
+		w.AcksGrow(t, 20) // rows committed after the restore returned
+	}
+	if err := w.Stop(10 * time.Second); err != nil {
+		t.Logf("writer stop: %v", err)
+	}
+	close(stop)
+	<-done
+	slot := &writerSlot{name: "s", p: p, opts: hermestest.WriterOptions{Ack: w.AckPath}}
+	pr, err := checkProfile(p, []*writerSlot{slot}, watch, judge{
+		settled: func(time.Time) bool { return true },
+		failed:  func(*writerSlot, time.Time) bool { return false },
+		noticed: func(restore) bool { return false },
+	}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acked %d, required %d, rolled back %d, stamped while sqlite3 ran %d (%d of them rolled back, committed before its write lock)",
+		pr.Acked, pr.Required, pr.RolledBack, pr.DuringTool, pr.DuringRolledBack)
+	if pr.Lost != 0 || pr.LostEarlier != 0 || pr.DuringLost != 0 || pr.Duplicated != 0 || pr.NotRolledBack != 0 {
+		t.Errorf("lost %d, lost before a later restore %d, lost while the tool ran %d (%q), duplicated %d, not rolled back %d; want none",
+			pr.Lost, pr.LostEarlier, pr.DuringLost, pr.DuringLostSamples, pr.Duplicated, pr.NotRolledBack)
+	}
+	if pr.Required == 0 || pr.Integrity != "ok" {
+		t.Errorf("required %d, integrity %q: want rows after the last restore, an intact store", pr.Required, pr.Integrity)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -292,5 +293,58 @@ func TestReadRowsEmptySchema(t *testing.T) {
 	db.Close()
 	if _, err := readRows(path); err == nil {
 		t.Fatal("readRows of a store without messages but with other tables: no error")
+	}
+}
+
+// TestBackupDamage: the backup check is the verdict's (an FTS index that
+// no longer matches its rows is damage, though quick_check passes), and a
+// backup of a store with no schema yet is whole (the first check refused
+// those ten times and the fault was not carried out).
+func TestBackupDamage(t *testing.T) {
+	f := newFixture(t)
+	f.acked(1, 1, 1.01, 1)
+	if _, err := f.db.Exec(`INSERT INTO messages_fts(rowid, content, tool_name, tool_calls) VALUES (999, 'ghost', NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	f.db.Close()
+	if bad := backupDamage(context.Background(), f.p.db); bad == "" {
+		t.Fatal("a backup with a damaged messages_fts index passed the check")
+	}
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	db, err := sql.Open("sqlite", "file:"+empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if bad := backupDamage(context.Background(), empty); bad != "" {
+		t.Fatalf("a backup with no schema yet: %s", bad)
+	}
+}
+
+// TestCheckProfileIncidentsNotRead: a run that could not read agentd's
+// incidents (session 6's, interrupted) knows neither whether a backup was
+// taken mid-incident nor whether an incident saw a tool at work: a row
+// missing from a backup and one missing after a tool are unverifiable, not
+// lost. Through judgeFor, as the run uses it: before, both were lost (280
+// "lost before a later restore" and 29 "lost with no incident" on seed 1).
+func TestCheckProfileIncidentsNotRead(t *testing.T) {
+	f := newFixture(t)
+	f.backup(8, 10, nil)
+	f.acked(1, 3, 3.01, 0) // acked before the backup, in none
+	f.toolRestore(12, 14, 15, nil)
+	f.acked(2, 14.5, 14.51, 0) // stamped while the tool ran, missing
+	r := &run{agent: &agentProc{ups: []upInterval{{from: f.at(-100)}}}}
+	pr := f.checkWith(r.judgeFor(f.p))
+	if pr.LostEarlier != 0 || pr.DuringLost != 0 || pr.Unverifiable != 2 {
+		t.Fatalf("lost earlier %d, lost while a tool wrote %d, unverifiable %d; want 0, 0, 2",
+			pr.LostEarlier, pr.DuringLost, pr.Unverifiable)
+	}
+	r.incidentsRead = true // none opened: both are losses
+	pr = f.checkWith(r.judgeFor(f.p))
+	if pr.LostEarlier != 1 || pr.DuringLost != 1 {
+		t.Fatalf("incidents read, none opened: lost earlier %d, lost while a tool wrote %d; want 1 and 1", pr.LostEarlier, pr.DuringLost)
 	}
 }

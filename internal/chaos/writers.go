@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -119,9 +121,10 @@ func (s *writerSlot) loop(stop <-chan struct{}) {
 		s.mu.Lock()
 		s.spawns++
 		if err != nil {
-			s.exits["spawn failed"]++
+			why := spawnFailure(err, s.logPath())
+			s.exits["spawn failed ("+why+")"]++
 			s.mu.Unlock()
-			s.log.Debug("writer did not become ready", "err", err)
+			s.log.Debug("writer did not become ready", "err", err, "why", why)
 			if sleepOrStop(stop, 500*time.Millisecond) {
 				return
 			}
@@ -217,6 +220,63 @@ func (s *writerSlot) acksSince(t time.Time) int {
 		}
 	}
 	return n
+}
+
+// logPath is the file the slot's writers write their stderr to.
+func (s *writerSlot) logPath() string {
+	if f, ok := s.opts.Stderr.(*os.File); ok {
+		return f.Name()
+	}
+	return ""
+}
+
+// spawnFailure says why a writer never acknowledged its first row, for the
+// report: a writer that exits before its first commit says why on its
+// stderr (the last line of its log: a store it cannot write, such as a
+// corrupt one every restarted writer fails on again), one that never got
+// that far in the spawn timeout was stopped or stuck (frozen by an
+// incident at spawn, or a lock it waited on).
+func spawnFailure(err error, logPath string) string {
+	if strings.Contains(err.Error(), "not ready after") {
+		return "no first commit in the spawn timeout"
+	}
+	line := lastLine(logPath)
+	if line == "" {
+		return "exited before its first commit, nothing on stderr"
+	}
+	// One key per cause, not per row or blob: "append seq 6951: database
+	// disk image is malformed: fts5: corruption found reading blob ...
+	// (267)" is "database disk image is malformed".
+	line = strings.TrimPrefix(line, "writer: ")
+	line = appendSeq.ReplaceAllString(line, "")
+	if i := strings.Index(line, " malformed"); i >= 0 {
+		line = line[:i+len(" malformed")]
+	}
+	return strings.TrimSpace(sqliteCode.ReplaceAllString(line, ""))
+}
+
+var (
+	appendSeq  = regexp.MustCompile(`^append seq [0-9]+: `)
+	sqliteCode = regexp.MustCompile(` \([0-9]+\)$`)
+)
+
+// lastLine is the last non-empty line of the file at path, read from its
+// tail (a writer log grows by a line per failed start).
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 4096
+	buf := make([]byte, tail)
+	off := int64(0)
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		off = st.Size() - tail
+	}
+	n, _ := f.ReadAt(buf, off)
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func exitReason(err error) string {

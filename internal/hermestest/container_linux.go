@@ -13,8 +13,12 @@ import (
 
 // containerScript runs inside the new namespaces: bind-mount the profile
 // directory ($1) at the volume path ($2), then run the writer as a child
-// of sh (the namespace's pid 1).
-const containerScript = `mount --bind "$1" "$2" || exit 97; shift 2; "$@"; exit $?`
+// of sh (the namespace's pid 1), from a subshell that execs it with the
+// test's stderr. sh's own stderr is /dev/null from then on: when an
+// incident kills the writer (policy kill), dash reports it as a bare
+// "Killed" line on its stderr, the test's: the unexplained "Killed" lines
+// of full runs (three a run, one per TestToolTableContainer row).
+const containerScript = `mount --bind "$1" "$2" || exit 97; shift 2; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); exit $?`
 
 // StartContainerWriter runs the test writer as a gateway in a container
 // would: in its own mount and pid namespaces (`unshare --mount --pid

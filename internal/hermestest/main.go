@@ -11,10 +11,11 @@ import (
 // RunWithOFDLocks is a TestMain for packages whose tests run the agent in
 // process: it switches SQLite to OFD locks before the first SQLite open,
 // as agentd's and agentctl's mains do (store.UseOFDLocks), then runs the
-// tests. Where OFD locks do not exist SQLite keeps POSIX locks.
+// tests and removes what they built, as Main does. Where OFD locks do
+// not exist SQLite keeps POSIX locks.
 func RunWithOFDLocks(m *testing.M) {
 	if _, err := sqlite.OFDLocking(true); err != nil && !errors.Is(err, sqlite.ErrOFDLockingUnavailable) {
 		panic(err)
 	}
-	os.Exit(m.Run())
+	os.Exit(runAndRemoveBuilt(m))
 }

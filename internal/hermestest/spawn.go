@@ -57,16 +57,15 @@ var (
 	buildErr  error
 )
 
-// WriterBinary builds the writer once per process and returns its path.
+// WriterBinary builds the writer once per process and returns its path,
+// in a BuildDir: the package's TestMain must be Main or RunWithOFDLocks.
 func WriterBinary() (string, error) {
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "stateguard-writer-")
+		dir, err := BuildDir("writer")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		// Readable by an unprivileged helper (tests that drop to nobody).
-		_ = os.Chmod(dir, 0o755)
 		buildPath = filepath.Join(dir, "writer")
 		buildErr = BuildWriter(buildPath)
 	})

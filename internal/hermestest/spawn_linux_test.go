@@ -15,8 +15,14 @@ import (
 // the helper below leaves its writer to the parent-death signal.
 func TestWriterDiesWithTestBinary(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "state.db")
+	// The helper, killed, removes nothing: it runs the writer built here
+	// and keeps its ack file beside db, both removed by this process.
+	bin, err := WriterBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterSpawnHelper$")
-	cmd.Env = append(os.Environ(), "HERMESTEST_SPAWN_HELPER="+db)
+	cmd.Env = append(os.Environ(), "HERMESTEST_SPAWN_HELPER="+db, "HERMESTEST_SPAWN_WRITER="+bin)
 	cmd.Stderr = os.Stderr
 	_, out := StartPiped(t, cmd)
 	line := FirstLine(t, "the spawn helper", out, 60*time.Second)
@@ -47,7 +53,10 @@ func TestWriterSpawnHelper(t *testing.T) {
 	if err := CreateStore(db); err != nil {
 		t.Fatal(err)
 	}
-	w := StartWriter(t, WriterOptions{DB: db, Rate: 50})
+	w, err := SpawnWriter(os.Getenv("HERMESTEST_SPAWN_WRITER"), WriterOptions{DB: db, Rate: 50, Ack: db + ".ack"}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fmt.Println(w.Pid)
 	<-w.Done() // the writer runs until the parent test kills this process
 }

@@ -1,0 +1,49 @@
+//go:build unix
+
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/stateguard/stateguard/fileid"
+)
+
+// CheckpointIdle checkpoints the store's WAL into its main file (see
+// checkpointIdle) when its files are want's, checked through the store
+// directory's handle before SQLite opens them by name and again once it
+// has: the directory must be the one discovery recorded, reached without
+// a symlink; the three files must be want's inodes, regular, and owned by
+// the directory's owner or root. A directory swapped or renamed away in
+// between fails the second check and the checkpoint never runs.
+//
+// The caller holds want's inodes open (the guard does), so their numbers
+// cannot be reused by other files in between; it runs this as the
+// directory's owner (AsOwner), so what SQLite's by-name open could reach
+// in a race is only what the owner may write anyway. Run it only where no
+// POSIX-locking connection of this process is open on the store (the
+// agent's use OFD locks).
+func (s Store) CheckpointIdle(ctx context.Context, want fileid.Family) (Checkpoint, error) {
+	h, err := s.OpenDir()
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", s.Path, err)
+	}
+	defer h.Close()
+	name := filepath.Base(s.Path)
+	d := inDir{h}
+	owner := h.ID().UID
+	lstat := func(sfx string) (fileid.State, error) {
+		st, err := d.lstat(name + sfx)
+		if err == nil && st.Exists && st.UID != owner && st.UID != 0 {
+			err = fmt.Errorf("%s: %w: uid %d, the directory's owner is uid %d; not checkpointed", h.Join(name+sfx), ErrForeignOwner, st.UID, owner)
+		}
+		return st, err
+	}
+	return checkpointIdle(ctx, h.Join(name), func() error {
+		if err := sameFiles(h.Join(name), lstat, want); err != nil {
+			return err
+		}
+		return h.Verify()
+	})
+}
