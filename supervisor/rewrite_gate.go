@@ -124,11 +124,31 @@ func (w *worker) gatedOpen(ev modwatch.Event) {
 // committed by then is what the restore overwrites; a frame after it was
 // committed after the restore began (a writer the freeze missed) and is
 // replayed.
+//
+// It runs on modwatch's goroutine, beside the store's worker, whose own
+// SQLite connection (a replay's) may be open: its locks on the -shm are
+// POSIX locks, which a close(2) of an fd of the -shm in the agent's file
+// table would drop. So the -wal and -shm are opened, read and closed in a
+// private file table (store.InPrivateFDTable).
 func (w *worker) gateCut() *store.WALCut {
-	wal, err := w.st.OpenFile("-wal")
+	var c store.WALCut
+	var err error
+	if perr := store.InPrivateFDTable(func() { c, err = w.readGateCut() }); perr != nil {
+		err = perr
+	}
 	if err != nil {
 		w.log.Debug("no wal position at the gate", "err", err)
 		return nil
+	}
+	return &c
+}
+
+// readGateCut is gateCut's read, in the private file table: nothing is
+// logged there (no fd of the agent's is used from it).
+func (w *worker) readGateCut() (store.WALCut, error) {
+	wal, err := w.st.OpenFile("-wal")
+	if err != nil {
+		return store.WALCut{}, err
 	}
 	defer wal.Close()
 	var shm io.ReaderAt // a nil *os.File would be a non-nil reader
@@ -136,12 +156,7 @@ func (w *worker) gateCut() *store.WALCut {
 		defer f.Close()
 		shm = f
 	}
-	c, err := store.ReadWALCut(wal, shm)
-	if err != nil {
-		w.log.Debug("no wal position at the gate", "err", err)
-		return nil
-	}
-	return &c
+	return store.ReadWALCut(wal, shm)
 }
 
 // takeGated returns and forgets pid's held open, if any.

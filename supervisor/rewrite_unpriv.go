@@ -76,7 +76,7 @@ func (w *worker) unattributedWrite(ev modwatch.Event) {
 	}
 	w.rws.inspecting.Lock()
 	defer w.rws.inspecting.Unlock()
-	why := w.unexplained(ev.ID)
+	why := w.unexplainedPrivately(ev.ID)
 	if why == "" {
 		return
 	}
@@ -102,6 +102,21 @@ func (w *worker) unattributedWrite(ev modwatch.Event) {
 	// (checkFirst), which opens the incident.
 	w.kick(ev.At)
 	w.yieldReplay("its main was written as no connection writes it")
+}
+
+// unexplainedPrivately is unexplained in a private file table
+// (store.InPrivateFDTable): it runs on modwatch's goroutine, beside the
+// store's worker, whose own SQLite connection (a replay's) may be open,
+// and its close of the -shm in the agent's file table would drop that
+// connection's wal-index locks (POSIX locks even with OFD locking on).
+// Only when no private table can be had (unshare failed: out of memory)
+// is it judged in the agent's own.
+func (w *worker) unexplainedPrivately(id fileid.ID) string {
+	var why string
+	if err := store.InPrivateFDTable(func() { why = w.unexplained(id) }); err != nil {
+		return w.unexplained(id)
+	}
+	return why
 }
 
 // unexplained says why the main's state after a write is no checkpoint's

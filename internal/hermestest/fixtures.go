@@ -3,22 +3,31 @@ package hermestest
 import (
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
 // VacuumInto writes a consistent copy of the store at db to dst with
-// VACUUM INTO: a backup, as an operator's tooling would take it.
+// VACUUM INTO: a backup, as an operator's tooling would take it, from a
+// process of its own (the test writer's -vacuum-into), never through a
+// connection in the test process. modernc's OFD locking covers the main
+// file only; a connection's wal-index locks on -shm stay POSIX locks, and
+// a close(2) of any fd of the -shm anywhere in the process (an agent
+// started by the test reads the -shm's header, arms and releases its
+// guard) drops them. The copy's read mark is then unprotected: a writer in
+// another process checkpoints past it or restarts the WAL under it, and
+// the copy reads a torn snapshot ("database disk image is malformed").
+// Hermes' readers are other processes than the agent; so is this one.
 func VacuumInto(tb testing.TB, db, dst string) {
 	tb.Helper()
-	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
+	bin, err := WriterBinary()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer c.Close()
-	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
-		tb.Fatal(err)
+	if out, err := exec.Command(bin, "-db", db, "-vacuum-into", dst).CombinedOutput(); err != nil {
+		tb.Fatalf("VACUUM INTO %s from its own process: %v: %s", dst, err, out)
 	}
 }
 

@@ -49,6 +49,7 @@ type options struct {
 	linger          bool
 	toolEvery       int
 	nondumpable     bool
+	vacuumInto      string
 }
 
 func main() {
@@ -65,10 +66,18 @@ func main() {
 	flag.BoolVar(&o.linger, "linger", false, "after -count messages keep the connection open until signalled")
 	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
 	flag.BoolVar(&o.nondumpable, "nondumpable", false, "prctl(PR_SET_DUMPABLE, 0) first: even its own user cannot read its fds (Linux)")
+	flag.StringVar(&o.vacuumInto, "vacuum-into", "", "write no message: VACUUM INTO this path (a backup taken from a process of its own) and exit")
 	flag.Parse()
 	if o.db == "" {
 		fmt.Fprintln(os.Stderr, "writer: -db is required")
 		os.Exit(2)
+	}
+	if o.vacuumInto != "" {
+		if err := vacuumInto(o.db, o.vacuumInto); err != nil {
+			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if o.nondumpable {
 		if err := setNondumpable(); err != nil {
@@ -170,6 +179,20 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.linger {
 		<-ctx.Done()
+	}
+	return nil
+}
+
+// vacuumInto copies the store at db to dst with VACUUM INTO, as an
+// operator's backup tool in a process of its own does.
+func vacuumInto(db, dst string) error {
+	c, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return fmt.Errorf("open %s: %w", db, err)
+	}
+	defer c.Close()
+	if _, err := c.Exec("VACUUM INTO ?", dst); err != nil {
+		return fmt.Errorf("VACUUM INTO %s: %w", dst, err)
 	}
 	return nil
 }
