@@ -76,8 +76,11 @@ func (g Generation) IDs() fileid.Family {
 // both before the connection opens its -wal and -shm and after: SQLite
 // opens them by name, and a -wal unlinked between the two opens would
 // leave it with another generation's -shm, whose frames it would then
-// copy into the main.
-func checkpointIdle(ctx context.Context, path string, same func() error) (Checkpoint, error) {
+// copy into the main. hold keeps new connections out of the store while
+// the WAL is copied (see holdNewConnections); it returns a nil release
+// and no error when that cannot be had now, and the checkpoint is
+// skipped as for a busy store.
+func checkpointIdle(ctx context.Context, path string, same func() error, hold func() (release func(), err error)) (Checkpoint, error) {
 	if err := same(); err != nil {
 		return Checkpoint{}, err
 	}
@@ -112,6 +115,17 @@ func checkpointIdle(ctx context.Context, path string, same func() error) (Checkp
 	if !strings.EqualFold(mode, "wal") {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s: journal mode %s: %w", path, mode, ErrNotWALStore)
 	}
+	if err := same(); err != nil {
+		return Checkpoint{}, err
+	}
+	release, err := hold()
+	if err != nil || release == nil {
+		return Checkpoint{}, err
+	}
+	defer release()
+	// A connection that started before the hold may have opened a fresh
+	// -wal/-shm pair at the names: then the WAL this one holds is no
+	// longer the store's to copy.
 	if err := same(); err != nil {
 		return Checkpoint{}, err
 	}

@@ -4,8 +4,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/fileid"
 )
@@ -45,5 +48,33 @@ func (s Store) CheckpointIdle(ctx context.Context, want fileid.Family) (Checkpoi
 			return err
 		}
 		return h.Verify()
-	})
+	}, func() (func(), error) { return holdMain(h, name, want.Main) })
+}
+
+// holdMain opens the main (want) through h for writing and holds new
+// connections out of it (holdNewConnections); the release also closes
+// the fd. A nil release with no error: another process holds or wants
+// the PENDING lock now.
+func holdMain(h *DirHandle, name string, want fileid.ID) (func(), error) {
+	f, err := h.OpenFileForWrite(name)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", h.Join(name), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || fileid.FromStat(&st) != want {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is inode %v, not %v: %w", h.Join(name), fileid.FromStat(&st), want, ErrGenerationMoved)
+		}
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	release, err := holdNewConnections(f)
+	if err != nil {
+		f.Close()
+		if errors.Is(err, errNewConnectionsWaiting) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return func() { release(); f.Close() }, nil
 }

@@ -1,0 +1,5 @@
+package store
+
+import "golang.org/x/sys/unix"
+
+const ofdSetLK = unix.F_OFD_SETLK
