@@ -129,7 +129,7 @@ func captureRows(t *testing.T, dir string) map[string]int {
 // integrity check.
 func dbRows(t *testing.T, path string) map[string]int {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

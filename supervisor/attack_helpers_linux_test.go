@@ -134,7 +134,7 @@ func checkNothingNew(t *testing.T, root string, before treeState) {
 // content carries marker.
 func rowsOfSession(t *testing.T, db, session, marker string) (n, marked int) {
 	t.Helper()
-	c, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	c, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

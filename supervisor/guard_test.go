@@ -315,7 +315,7 @@ func TestGuardConfig(t *testing.T) {
 
 func setJournalMode(t *testing.T, path, mode string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

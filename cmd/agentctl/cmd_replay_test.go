@@ -13,7 +13,7 @@ import (
 
 func countRows(t *testing.T, db, session string) int {
 	t.Helper()
-	c, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	c, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ const messageCols = `session_id, content, tool_calls, timestamp,
 
 // readRows reads every message of the store at path (a private copy).
 func readRows(path string) (*storeRows, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ const damagedChunk = 256
 // cannot read, so a corrupt store's rows are still counted. It says how
 // many id ranges were unreadable; sessions are not read.
 func readRowsDamaged(path string) (*storeRows, int, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, 0, err
 	}
