@@ -145,10 +145,10 @@ func (c *collector) result() *Result {
 			res.Stores[i], res.reused[i] = prev.Stores[k], true
 			continue
 		}
-		s := StoreResult{Target: t, Current: c.w.current[i], Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
+		s := StoreResult{Target: t, Current: &c.w.stats[i].cur, Holders: c.holders[i], Rule: c.opts.Rule.orDefault()}
 		for ri, r := range Roles {
 			if st := s.Current.Of(r); st.Exists && ri < len(s.births) {
-				if b, ok := c.w.birth[st.ID]; ok {
+				if b, ok := c.w.birthOf(st.ID); ok {
 					s.births[ri] = b
 				}
 			}
@@ -156,13 +156,13 @@ func (c *collector) result() *Result {
 		if len(s.Holders) > 1 {
 			sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Pid < s.Holders[b].Pid })
 		}
-		if err := c.w.statErr[i]; err != nil {
+		if err := c.w.stats[i].err; err != nil {
 			s.Blind = append(s.Blind, Blind{UID: -1, Scope: ScopeScan,
 				Reason: fmt.Sprintf("cannot stat the store's files (%v): holders cannot be told current from orphan", err)})
 		}
 		var could []Blind
 		for _, b := range c.blind {
-			if !c.holdsAny(i, b.Pid) && couldOpen(b, c.w.dir[i], s.Current) {
+			if !c.holdsAny(i, b.Pid) && couldOpen(b, c.w.stats[i].dir, s.Current) {
 				could = append(could, b.Blind)
 			}
 		}

@@ -210,7 +210,7 @@ func (s *procScanner) observe(fd int, path []byte, f statFacts, pass fdPass) (ob
 	if !f.regular {
 		return observation{}, false, nil // a FIFO, socket or device is nobody's store
 	}
-	_, indexed := s.w.ids[f.id]
+	indexed := s.w.indexed(f.id)
 	byName := s.w.roleBase(path) && (!pass.own || s.w.candidate(path))
 	if !indexed && !byName && !pass.statAll {
 		return observation{}, false, nil
@@ -325,7 +325,7 @@ func (s *procScanner) fdDetails(pd, pid int, own bool) {
 
 // matchable: the inode is indexed, or the name rule may apply.
 func (s *procScanner) matchable(o *observation) bool {
-	if _, ok := s.w.ids[o.id]; ok {
+	if s.w.indexed(o.id) {
 		return true
 	}
 	return s.w.roleBase([]byte(o.path))
@@ -360,7 +360,7 @@ func (s *procScanner) inferMains(pd, pid int, pass fdPass, hs []holding) []holdi
 		return hs
 	}
 	for _, o := range s.obs {
-		if _, indexed := s.w.ids[o.id]; indexed || o.fd < 0 || !slices.Contains(locked, o.id) ||
+		if indexed := s.w.indexed(o.id); indexed || o.fd < 0 || !slices.Contains(locked, o.id) ||
 			pairedByName(o, s.obs) || !walMainAt(pd, o.fd) {
 			continue
 		}

@@ -158,7 +158,7 @@ func newLockTable(b []byte, w *watch) *lockTable {
 		if l.sqliteMain() && !l.waiter && !slices.Contains(t.mains[l.pid], l.id) {
 			t.mains[l.pid] = append(t.mains[l.pid], l.id)
 		}
-		if _, ok := w.ids[l.id]; !ok {
+		if !w.indexed(l.id) {
 			continue
 		}
 		t.on[l.id] = append(t.on[l.id], l)

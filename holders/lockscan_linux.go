@@ -61,7 +61,7 @@ func (e *scanEnv) finish(c *collector, account bool) {
 func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
 	locked := map[int][]fileid.ID{} // per store, the distinct inodes pid locks
 	for _, l := range ls {
-		for _, r := range e.w.ids[l.id] {
+		for _, r := range e.w.refs(l.id) {
 			if !slices.Contains(locked[r.store], l.id) {
 				locked[r.store] = append(locked[r.store], l.id)
 			}
@@ -69,7 +69,7 @@ func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
 	}
 	var hs []holding
 	for _, l := range ls {
-		for _, r := range e.w.ids[l.id] {
+		for _, r := range e.w.refs(l.id) {
 			if !r.current && len(locked[r.store]) == 1 {
 				c.addUnexplained(r.store, fmt.Sprintf("pid %d, which this scan cannot inspect, locks only the inode %v an earlier generation's %s had; that number may since belong to another file", pid, l.id, r.role))
 				continue
@@ -77,7 +77,7 @@ func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
 			h := Held{Role: r.role, HostPath: r.path, FD: -1, ID: l.id, Current: r.current, Match: MatchInode,
 				Evidence: []Evidence{EvidenceLock}, Access: AccessUnknown}
 			if r.current {
-				h.Nlink = e.w.current[r.store].Of(r.role).Nlink
+				h.Nlink = e.w.stats[r.store].cur.Of(r.role).Nlink
 			}
 			// A write lock needs an fd open for writing.
 			if l.write && !l.fileOwned() {
@@ -137,7 +137,7 @@ func (e *scanEnv) selfFileLocks() []fdLock {
 		if unix.Fstat(fd, &st) != nil {
 			continue
 		}
-		if _, ok := e.w.ids[fileid.FromStat(&st)]; !ok {
+		if !e.w.indexed(fileid.FromStat(&st)) {
 			continue
 		}
 		b, err := os.ReadFile("/proc/self/fdinfo/" + ent.Name())
@@ -176,7 +176,7 @@ func sameFile(a, b fdLock) bool {
 // accounts for.
 func (e *scanEnv) explain(c *collector, left map[fileid.ID]int) {
 	for id, n := range left {
-		for _, r := range e.w.ids[id] {
+		for _, r := range e.w.refs(id) {
 			c.addUnexplained(r.store, fmt.Sprintf(
 				"%d OFD or flock lock(s) on the %s inode %v belong to no fd this scan could read (/proc/locks shows no owner)", n, r.role, id))
 		}

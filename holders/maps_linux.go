@@ -107,7 +107,7 @@ func (s *procScanner) readMapsQuery(pd int, own bool) error {
 			continue
 		}
 		id := fileid.ID{Dev: s.w.statDev(unix.Mkdev(q.DevMajor, q.DevMinor)), Ino: q.Inode}
-		_, indexed := s.w.ids[id]
+		indexed := s.w.indexed(id)
 		if !indexed && !own {
 			s.maps = append(s.maps, mapSeen{ino: q.Inode, obs: -1})
 			continue
@@ -168,7 +168,7 @@ func (s *procScanner) readMapsText(pd int, own bool) error {
 		}
 		id := fileid.ID{Dev: s.w.statDev(unix.Mkdev(e.Major, e.Minor)), Ino: e.Ino}
 		path := trimDeleted(e.Path)
-		if _, indexed := s.w.ids[id]; !indexed && !(own && s.w.candidate(path) && s.w.roleBase(path)) {
+		if indexed := s.w.indexed(id); !indexed && !(own && s.w.candidate(path) && s.w.roleBase(path)) {
 			s.maps = append(s.maps, mapSeen{ino: e.Ino, obs: -1})
 			continue
 		}

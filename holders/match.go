@@ -52,9 +52,6 @@ type idRef struct {
 // and the index of every inode the scan looks for.
 type watch struct {
 	targets []Target
-	current []*Files
-	dir     []fileid.State
-	statErr []error
 	base    []string
 	// byDir maps every spelling of a store's directory as a process may
 	// see it (as given, and with symlinks resolved, which is what the
@@ -62,8 +59,14 @@ type watch struct {
 	byDir map[string][]int
 	// ids is the index the scan matches by: every current file of every
 	// store, and every inode of an earlier generation it was told of.
-	// An inode may play roles in several stores.
+	// An inode may play roles in several stores. Read it through refs:
+	// patch overrides it.
 	ids map[fileid.ID][]idRef
+	// patch is what changed in ids since it was built (a nil or empty
+	// value: the inode is no longer indexed), when this index is an
+	// earlier one's patched for the few stores that changed (patched).
+	// Neither map is written once the watch is published.
+	patch map[fileid.ID][]idRef
 	// roleBases are the base names of every role of every store, for
 	// the name rule where directories cannot be compared.
 	roleBases map[string]bool
@@ -71,16 +74,15 @@ type watch struct {
 	// and /proc/locks (the superblock's) to stat(2)'s where they differ
 	// (btrfs subvolumes).
 	kdev map[uint64]uint64
-	// birth is the birth time of each current file, where the filesystem
-	// records one.
-	birth map[fileid.ID]int64
 	// index is each target's place in targets, by its cleaned path.
 	index map[string]int
-	// stats are what was read (or reused) at each target's paths;
-	// stated counts those read.
-	stats  []*pathStat
-	stated int
-	known  []KnownFile // as given, to tell whether the next scan may reuse this one
+	// stats are what was read (or reused) at each target's paths (its
+	// files, directory and read error); stated counts those read, and
+	// reindexed the stores whose entries this index (re)built.
+	stats     []*pathStat
+	stated    int
+	reindexed int
+	known     []KnownFile // as given, to tell whether the next scan may reuse this one
 }
 
 // pathStat is what one scan read at a store's paths: its files, their
@@ -140,7 +142,9 @@ func at(s []*pathStat, i int) *pathStat {
 // that finds what o.last had is that same pathStat. When every target
 // then has its pathStat of o.prev (the last full scan's index), with the
 // same known files, the index is o.prev again: an idle reconcile costs no
-// rebuild of a map per store.
+// rebuild of a map per store. When only a few stores differ, it is o.prev
+// patched for those (patched): one store changing among thousands does
+// not rebuild the index of them all.
 func watchFor(targets []Target, o Options) *watch {
 	stats := make([]*pathStat, len(targets))
 	stated := 0
@@ -158,11 +162,17 @@ func watchFor(targets []Target, o Options) *watch {
 	}
 	if p := o.prev; p != nil && p.builtFrom(targets, stats, o.Known) {
 		cp := *p // the maps are never written after the build: shared
-		cp.stated = stated
+		cp.stated, cp.reindexed = stated, 0
 		return &cp
 	}
+	if p := o.prev; p != nil {
+		if w := p.patched(targets, stats, o.Known); w != nil {
+			w.stated = stated
+			return w
+		}
+	}
 	w := buildWatch(targets, stats)
-	w.known, w.stated = o.Known, stated
+	w.known, w.stated, w.reindexed = o.Known, stated, len(w.targets)
 	w.addKnown(o.Known)
 	return w
 }
@@ -200,7 +210,7 @@ func (ps *pathStat) same(o *pathStat) bool {
 
 func buildWatch(targets []Target, stats []*pathStat) *watch {
 	w := &watch{byDir: make(map[string][]int), ids: make(map[fileid.ID][]idRef), roleBases: make(map[string]bool),
-		birth: make(map[fileid.ID]int64), index: make(map[string]int, len(targets)),
+		index: make(map[string]int, len(targets)),
 		stats: make([]*pathStat, 0, len(targets))}
 	for _, t := range targets {
 		t.Path = filepath.Clean(t.Path)
@@ -218,17 +228,10 @@ func buildWatch(targets []Target, stats []*pathStat) *watch {
 			// Only a regular file can be a store's file: a FIFO or a
 			// device node put at the path is nobody's generation.
 			if st.Exists && st.Mode.IsRegular() {
-				birth := ps.birth[ri]
-				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r), birth: birth})
-				if birth != 0 {
-					w.birth[st.ID] = birth
-				}
+				w.addID(st.ID, idRef{store: i, role: r, current: true, path: t.RolePath(r), birth: ps.birth[ri]})
 			}
 		}
-		w.current = append(w.current, &ps.cur)
 		dir := filepath.Dir(t.Path)
-		w.dir = append(w.dir, ps.dir)
-		w.statErr = append(w.statErr, ps.err)
 		w.addDir(dir, i)
 		if ps.real != "" && ps.real != dir {
 			w.addDir(ps.real, i)
@@ -242,24 +245,59 @@ func buildWatch(targets []Target, stats []*pathStat) *watch {
 func (w *watch) addKnown(known []KnownFile) {
 	for _, k := range known {
 		i := w.storeIndex(k.Store)
-		if i < 0 || k.ID.IsZero() || !slices.Contains(Roles, k.Role) {
-			continue
+		if knownIndexed(w.ids[k.ID], i, k) {
+			w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth, pinned: k.Pinned})
 		}
-		if !k.Pinned && k.Birth == 0 {
-			continue // no proof it is still the same file: see KnownFile.Pinned
-		}
-		if slices.ContainsFunc(w.ids[k.ID], func(r idRef) bool { return r.store == i }) {
-			continue // current in this store: identity at the path wins
-		}
-		if b := w.birth[k.ID]; b != 0 && k.Birth != 0 && b != k.Birth {
-			// The number is another store's current file now, born after
-			// the one remembered: freed and reused (a profile created
-			// right after another closed its store). Holding it is
-			// holding that store, not this one's past generation.
-			continue
-		}
-		w.addID(k.ID, idRef{store: i, role: k.Role, path: k.Path, birth: k.Birth, pinned: k.Pinned})
 	}
+}
+
+// knownIndexed reports whether k, remembered for store i, is indexed as
+// an earlier generation of it, refs being what its inode is indexed as
+// so far.
+func knownIndexed(refs []idRef, i int, k KnownFile) bool {
+	if i < 0 || k.ID.IsZero() || !slices.Contains(Roles, k.Role) {
+		return false
+	}
+	if !k.Pinned && k.Birth == 0 {
+		return false // no proof it is still the same file: see KnownFile.Pinned
+	}
+	if slices.ContainsFunc(refs, func(r idRef) bool { return r.store == i }) {
+		return false // current in this store: identity at the path wins
+	}
+	if b, _ := currentBirth(refs); b != 0 && k.Birth != 0 && b != k.Birth {
+		// The number is another store's current file now, born after
+		// the one remembered: freed and reused (a profile created
+		// right after another closed its store). Holding it is
+		// holding that store, not this one's past generation.
+		return false
+	}
+	return true
+}
+
+// refs is what the inode id is indexed as.
+func (w *watch) refs(id fileid.ID) []idRef {
+	if r, ok := w.patch[id]; ok {
+		return r
+	}
+	return w.ids[id]
+}
+
+// indexed reports whether the scan looks for the inode id.
+func (w *watch) indexed(id fileid.ID) bool { return len(w.refs(id)) > 0 }
+
+// birthOf is the birth time of the current file numbered id, where the
+// filesystem records one.
+func (w *watch) birthOf(id fileid.ID) (int64, bool) { return currentBirth(w.refs(id)) }
+
+// currentBirth is the birth time of the current file among refs (the
+// last that has one).
+func currentBirth(refs []idRef) (birth int64, ok bool) {
+	for _, r := range refs {
+		if r.current && r.birth != 0 {
+			birth, ok = r.birth, true
+		}
+	}
+	return birth, ok
 }
 
 // pastBirth returns the birth time an earlier generation's inode had,
@@ -269,7 +307,7 @@ func (w *watch) addKnown(known []KnownFile) {
 // birth time is that birth: otherwise it is an unrelated file that got
 // the number.
 func (w *watch) pastBirth(id fileid.ID) (birth int64, pinned, ok bool) {
-	refs := w.ids[id]
+	refs := w.refs(id)
 	for _, r := range refs {
 		if r.current {
 			return 0, false, false
@@ -287,11 +325,11 @@ func (w *watch) pastBirth(id fileid.ID) (birth int64, pinned, ok bool) {
 // it by a path that is none of the paths it is current at (a hard link or
 // a rename aside would, and are told apart by the birth as well).
 func (w *watch) currentElsewhere(o observation) (int64, bool) {
-	birth, ok := w.birth[o.id]
+	birth, ok := w.birthOf(o.id)
 	if !ok || !o.own || o.fd < 0 {
 		return 0, false
 	}
-	for _, r := range w.ids[o.id] {
+	for _, r := range w.refs(o.id) {
 		if r.current && r.path == o.path {
 			return 0, false
 		}
@@ -410,7 +448,7 @@ func (w *watch) roleBase(p []byte) bool {
 // wanted reports whether an observation could match anything: its inode
 // is indexed, or its name could make it an orphan by the name rule.
 func (w *watch) wanted(o *observation) bool {
-	if _, ok := w.ids[o.id]; ok {
+	if w.indexed(o.id) {
 		return true
 	}
 	return w.roleBase([]byte(o.path))
@@ -426,7 +464,7 @@ func (w *watch) wanted(o *observation) bool {
 func (w *watch) match(obs []observation) []holding {
 	var out []holding
 	for _, o := range obs {
-		if refs, ok := w.ids[o.id]; ok {
+		if refs := w.refs(o.id); len(refs) > 0 {
 			for _, r := range refs {
 				out = mergeHolding(out, holding{store: r.store, held: w.held(o, r.store, r.role, r.current, MatchInode, r.path)})
 			}
@@ -456,7 +494,7 @@ func (w *watch) held(o observation, store int, r Role, current bool, m Match, kn
 	h := Held{Role: r, Path: o.path, HostPath: o.host, FD: o.fd, Mapped: o.mapped, ID: o.id, Nlink: o.nlink,
 		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead, Birth: o.birth}
 	if current {
-		h.Birth = w.birth[o.id]
+		h.Birth, _ = w.birthOf(o.id)
 	}
 	if o.own && h.HostPath == "" {
 		h.HostPath = o.path
@@ -465,7 +503,7 @@ func (w *watch) held(o observation, store int, r Role, current bool, m Match, kn
 		h.HostPath = knownPath
 	}
 	if current && !o.nlinkKnown {
-		h.Nlink = w.current[store].Of(r).Nlink
+		h.Nlink = w.stats[store].cur.Of(r).Nlink
 	}
 	if o.fd >= 0 {
 		h.Evidence = append(h.Evidence, EvidenceFD)

@@ -63,7 +63,7 @@ func TestMatchFoldsFdAndMapping(t *testing.T) {
 	w := &watch{
 		targets: []Target{{Path: "/d/state.db"}},
 		base:    []string{"state.db"},
-		current: []*Files{{2: {Exists: true, ID: fileid.ID{Dev: 1, Ino: 30}, Nlink: 1}}},
+		stats:   []*pathStat{{cur: Files{2: {Exists: true, ID: fileid.ID{Dev: 1, Ino: 30}, Nlink: 1}}}},
 		byDir:   map[string][]int{"/d": {0}},
 		ids: map[fileid.ID][]idRef{
 			{Dev: 1, Ino: 30}: {{store: 0, role: RoleSHM, current: true, path: "/d/state.db-shm"}},
