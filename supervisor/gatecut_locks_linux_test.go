@@ -29,22 +29,12 @@ func TestGateCutKeepsTheProcessSHMLocks(t *testing.T) {
 	w := &worker{st: store.Store{Path: db}, log: lazyLogger{base: discardLogger()}}
 	wr := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 1000, CheckpointEvery: 1, Linger: true})
 	wr.WaitAcks(t, 200)
-	stop, stopped := make(chan struct{}), make(chan struct{})
 	cuts := 0
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if w.gateCut() != nil {
-				cuts++
-			}
-			time.Sleep(200 * time.Microsecond)
+	stop := hermestest.Loop(200*time.Microsecond, func() {
+		if w.gateCut() != nil {
+			cuts++
 		}
-	}()
+	})
 	var failed error
 	for i := 0; i < 20 && failed == nil; i++ {
 		dst := filepath.Join(home, "copy"+strconv.Itoa(i)+".db")
@@ -58,8 +48,7 @@ func TestGateCutKeepsTheProcessSHMLocks(t *testing.T) {
 		c.Close()
 		os.Remove(dst)
 	}
-	close(stop)
-	<-stopped
+	stop()
 	if cuts == 0 {
 		t.Fatal("gateCut never read the live WAL")
 	}

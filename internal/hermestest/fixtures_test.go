@@ -27,21 +27,11 @@ func TestVacuumIntoSurvivesSHMClosesInTheTestProcess(t *testing.T) {
 	}
 	w := StartWriter(t, WriterOptions{DB: db, Rate: 1000, CheckpointEvery: 1, Linger: true})
 	w.WaitAcks(t, 200)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if f, err := os.Open(db + "-shm"); err == nil {
-				f.Close()
-			}
-			time.Sleep(200 * time.Microsecond)
+	stop := Loop(200*time.Microsecond, func() {
+		if f, err := os.Open(db + "-shm"); err == nil {
+			f.Close()
 		}
-	}()
+	})
 	for i := range 20 {
 		dst := filepath.Join(dir, "copy"+strconv.Itoa(i)+".db")
 		VacuumInto(t, db, dst)
@@ -50,8 +40,7 @@ func TestVacuumIntoSurvivesSHMClosesInTheTestProcess(t *testing.T) {
 		}
 		os.Remove(dst)
 	}
-	close(stop)
-	<-stopped
+	stop()
 	if err := w.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}

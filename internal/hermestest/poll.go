@@ -57,3 +57,24 @@ func (w *Writer) AcksGrow(tb testing.TB, n int) {
 	tb.Helper()
 	w.WaitAcks(tb, len(w.Acks(tb))+n)
 }
+
+// Loop calls f again and again, pausing every between calls, on a
+// goroutine of its own, until the returned stop is called; stop returns
+// once f has returned for the last time. It is load for a test to run
+// beside (a process closing a store's fds, say), not a wait.
+func Loop(every time.Duration, f func()) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			f()
+			time.Sleep(every)
+		}
+	}()
+	return func() { close(quit); <-stopped }
+}
