@@ -30,6 +30,7 @@ func (w *worker) check(at time.Time) {
 		// aside) fills a file no live WAL is paired with yet.
 		w.watchMain(gen.Main)
 	}
+	w.checked = true
 	w.rws.mainSize.Store(gen.Main.Size)
 	frozen := map[int]frozenProc{}
 	w.takeEarly(frozen)

@@ -62,6 +62,9 @@ type worker struct {
 	// resumes are the store's incidents a previous agent left
 	// unfinished: resumed before the worker's first check.
 	resumes []journal.Incident
+	// checked is set by the worker's first check; incidents take no
+	// step before it (firstRun).
+	checked bool
 	// watched is the main inode marked for in-place writes; rws what
 	// that detection shares with modwatch's goroutine (rewrite.go).
 	watched     fileid.ID
@@ -146,6 +149,9 @@ func (w *worker) owns(ref holders.ProcRef) bool {
 
 // advance lets the store's incidents take their next steps.
 func (w *worker) advance() {
+	if !w.checked {
+		return
+	}
 	if e := w.eng.Load(); e != nil {
 		e.Advance()
 	}
@@ -336,11 +342,16 @@ func (w *worker) firstRun() {
 	for _, inc := range w.resumes {
 		w.engine().Resume(inc)
 	}
+	if len(w.resumes) > 0 {
+		// Their steps wait for the first check (advance does nothing
+		// before it): that check watches the live main for in-place
+		// writes and syncs the guard, and a resumed divert takes
+		// seconds, during which a cp over the main went unseen. A
+		// request or a tick can come before any kick, so the check
+		// runs here rather than waiting for one.
+		w.check(time.Now())
+	}
 	w.resumes = nil
-	// Their steps wait for the first check (every kick and request is
-	// followed by advance): that check watches the live main for
-	// in-place writes and syncs the guard, and a resumed divert takes
-	// seconds, during which a cp over the main went unseen.
 }
 
 // cleanPartials removes, once, the staging directories a capture of an
