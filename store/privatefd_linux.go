@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 
@@ -26,22 +27,34 @@ func InPrivateFDTable(f func()) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread is the process's face in /proc/self: its
-			// table stays the process's. Run on another thread.
-			go func() {
-				runtime.LockOSThread()
-				errc <- runPrivate(f)
-			}()
-			runtime.UnlockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			errc <- runPrivate(f)
 			return
 		}
-		errc <- runPrivate(f)
+		// The main thread is the process's face in /proc/self (what
+		// holder scans and lsof read): its table must stay the
+		// process's, and Go wedges rather than ends a locked main
+		// thread, so a private copy made there would keep every fd
+		// open at that moment (and their OFD locks) for the life of
+		// the process. The inner goroutine locks a thread while this
+		// one still holds the main thread, so it cannot get the main
+		// thread itself.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			errc <- runPrivate(f)
+		}()
+		<-locked
+		runtime.UnlockOSThread()
 	}()
 	return <-errc
 }
 
 func runPrivate(f func()) error {
+	if unix.Gettid() == unix.Getpid() {
+		return errors.New("unshare(CLONE_FILES): refused on the main thread")
+	}
 	if err := unix.Unshare(unix.CLONE_FILES); err != nil {
 		return fmt.Errorf("unshare(CLONE_FILES): %w", err)
 	}

@@ -217,15 +217,26 @@ func TestReplayIntoIdleStoreSurvivesSidecarDelete(t *testing.T) {
 // incident is unfinished.
 func waitSettled(t *testing.T, a *Agent, db string) {
 	t.Helper()
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: %s", last)
+			t.Logf("the test process's fds on the store:\n%s", storeFDs(db))
+		}
+	}()
 	hermestest.Eventually(t, "the guard on the current generation and no incident open", 30*time.Second, func() bool {
 		incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db, OpenOnly: true})
 		if err != nil || len(incs) > 0 {
+			last = fmt.Sprintf("open incidents %d (%v)", len(incs), err)
 			return false
 		}
 		if _, err := os.Lstat(db + "-shm"); err != nil {
+			last = "no -shm"
 			return false
 		}
-		return guarded(t, fileID(t, db), fileID(t, db+"-shm"))
+		main, shm := fileID(t, db), fileID(t, db+"-shm")
+		last = fmt.Sprintf("OFD locks on the main %v, on the -shm %v; guard %+v", ofdLocks(t, main), ofdLocks(t, shm), a.guardStatus(db))
+		return guarded(t, main, shm)
 	})
 }
 
@@ -308,4 +319,20 @@ func TestClaimedWALIsNotALostWAL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeFDs lists this process's fds on db's files with their fdinfo: a
+// failed wait says which fd holds an unexpected lock.
+func storeFDs(db string) string {
+	var b strings.Builder
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil || !strings.HasPrefix(target, db) {
+			continue
+		}
+		info, _ := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		fmt.Fprintf(&b, "fd %s -> %s: %s\n", e.Name(), target, strings.ReplaceAll(strings.TrimSpace(string(info)), "\n", "; "))
+	}
+	return b.String()
 }
