@@ -246,6 +246,26 @@ func (w *worker) takeEarly(frozen map[int]frozenProc) {
 	}
 }
 
+// handEarly gives processes stopped off the worker to its next check,
+// which confirms or thaws them like the fast freeze's.
+func (w *worker) handEarly(frozen map[int]frozenProc) {
+	w.earlyMu.Lock()
+	defer w.earlyMu.Unlock()
+	for pid, f := range frozen {
+		delete(frozen, pid)
+		if w.earlyClosed {
+			w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
+			continue
+		}
+		if w.early == nil {
+			w.early = map[int]frozenProc{}
+		}
+		if _, have := w.early[pid]; !have {
+			w.early[pid] = f
+		}
+	}
+}
+
 // frozenProc is a process this check stopped, and when.
 type frozenProc struct {
 	ref holders.ProcRef

@@ -297,6 +297,20 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 			return
 		}
 	}
+	if !truncated && sidecarsWent(w.target, wal, shm) {
+		// SQLite's last closer checkpoints into the main, then unlinks
+		// the -shm and the -wal and closes their fds, all before its
+		// main's fd: looked at in between it has the main open and no
+		// sidecar, like cp. A rewriter leaves the sidecars alone (and
+		// cp truncates); what the closer left is the check's
+		// (sidecar_lost when a writer still holds the unlinked WAL).
+		// The writers stay stopped for the check the unlinks kicked:
+		// it keeps those that hold the orphaned WAL and thaws the rest.
+		w.handEarly(frozen)
+		w.rws.mainSize.Store(size.Size)
+		w.kick(ev.At)
+		return
+	}
 	writer := holders.Process{Pid: ev.Pid}
 	if err == nil && pk.Open[ev.ID] && pk.Exe != "" {
 		// Seen with the main open and no sidecar: a confirmed rewriter,
@@ -325,6 +339,23 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
 		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
 	w.kick(ev.At)
+}
+
+// sidecarsWent reports whether the -wal or the -shm seen at the paths
+// before the writer was looked at is no longer there.
+func sidecarsWent(t holders.Target, wal, shm fileid.State) bool {
+	for _, f := range []struct {
+		role holders.Role
+		was  fileid.State
+	}{{holders.RoleWAL, wal}, {holders.RoleSHM, shm}} {
+		if !f.was.Exists {
+			continue
+		}
+		if now, _ := fileid.Lstat(t.RolePath(f.role)); !now.Exists || now.ID != f.was.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // racedRewrite says so when a connection writes the main while a rewrite
