@@ -1,6 +1,8 @@
 package incident
 
 import (
+	"time"
+
 	"github.com/stateguard/stateguard/journal"
 )
 
@@ -137,8 +139,12 @@ func (e *Engine) run(li *live) {
 				return
 			}
 		}
-		before := li.state
+		before, began := li.state, time.Now()
 		ent.step(e, li)
+		// How long each step held the store's worker: the figure behind
+		// the freeze latency of the store's next incident.
+		e.log.Debug("incident step", "incident", li.id, "state", string(before), "to", string(li.state),
+			"took_ms", time.Since(began).Milliseconds())
 		if li.state == before || !e.isLive(li) {
 			return
 		}

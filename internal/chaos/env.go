@@ -132,7 +132,10 @@ func newEnv(parent string, profiles int) (*env, error) {
 
 // writeConfig writes agentd's config: default policies, everything inside
 // the temp tree, only this home discovered, the run's reconcile interval.
-func (e *env) writeConfig(guard bool, reconcile time.Duration) error {
+func (e *env) writeConfig(guard bool, reconcile time.Duration, level string) error {
+	if level == "" {
+		level = "info"
+	}
 	cfg := fmt.Sprintf(`# written by internal/chaos
 state_dir = %q
 socket = %q
@@ -143,8 +146,8 @@ homes = [%q]
 
 [log]
 format = "json"
-level = "info"
-`, e.stateDir, e.socket, reconcile.String(), guard, e.home)
+level = %q
+`, e.stateDir, e.socket, reconcile.String(), guard, e.home, level)
 	return os.WriteFile(e.config, []byte(cfg), 0o600)
 }
 

@@ -23,6 +23,7 @@ func main() {
 	flag.DurationVar(&cfg.Reconcile, "reconcile", time.Second, "agentd's reconcile interval")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "bound on the final wait for incidents and replays")
 	flag.Float64Var(&cfg.Pace, "pace", 1, "scale of every random delay (backup age, gaps between cycles, restart delays); 0.4 runs ~2.5x more cycles an hour")
+	flag.StringVar(&cfg.AgentLogLevel, "agent-log-level", "info", "agentd's log level (debug: every incident step's duration in the logs)")
 	quiet := flag.Bool("q", false, "print only the table, not the fault log")
 	faults := flag.String("faults", DefaultPreset, "comma-separated fault kinds and presets to pick from: classic ("+
 		strings.Join(ClassicFaults, ",")+"), tools ("+strings.Join(ToolFaults, ",")+"), all")

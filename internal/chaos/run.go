@@ -34,6 +34,9 @@ type Config struct {
 	// Reconcile is agentd's reconcile interval; default 1s (agentd's own
 	// default is 10s: a run with it shows what a missed event costs).
 	Reconcile time.Duration
+	// AgentLogLevel is agentd's log level; default info. debug adds
+	// each incident step's duration, for finding what holds a worker.
+	AgentLogLevel string
 	// Faults are the fault kinds to pick from (nil: DefaultPreset's).
 	Faults []string
 	// Containers is how many container writers (own mount and pid
@@ -159,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := r.selectFaults(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.writeConfig(cfg.Guard, cfg.Reconcile); err != nil {
+	if err := e.writeConfig(cfg.Guard, cfg.Reconcile, cfg.AgentLogLevel); err != nil {
 		return nil, err
 	}
 	if err := e.build(ctx); err != nil {
