@@ -387,6 +387,7 @@ func (r *rig) open(kind journal.Kind, policy Policy, ps ...*fakeProc) string {
 
 func (r *rig) incident(id string) journal.Incident {
 	r.t.Helper()
+	r.drain()
 	inc, err := r.j.GetIncident(context.Background(), id)
 	if err != nil {
 		r.t.Fatal(err)
@@ -397,6 +398,7 @@ func (r *rig) incident(id string) journal.Incident {
 // runJobs does what the replay queue does: runs every runnable job of the
 // store (successfully unless fail) and wakes the engine.
 func (r *rig) runJobs(fail bool) int {
+	r.drain()
 	ctx := context.Background()
 	n := 0
 	for {
@@ -418,7 +420,33 @@ func (r *rig) runJobs(fail bool) int {
 		}
 	}
 	r.eng.Advance()
+	r.drain()
 	return n
+}
+
+// drain is what the worker does when a divert's goroutine wakes it: it
+// waits for every divert in flight and advances, until none is left, so
+// the machine's tests step through the states as before.
+func (r *rig) drain() {
+	for range 100 {
+		if r.eng.stopping.Load() {
+			return
+		}
+		var busy []*divertRun
+		for _, li := range r.eng.all() {
+			if li.diverting != nil {
+				busy = append(busy, li.diverting)
+			}
+		}
+		if len(busy) == 0 {
+			return
+		}
+		for _, d := range busy {
+			<-d.done
+		}
+		r.eng.Advance()
+	}
+	r.t.Fatal("diverts kept starting")
 }
 
 // settle advances the clock and the engine until id is over (or the

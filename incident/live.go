@@ -60,6 +60,8 @@ type live struct {
 	// stamped in replaceMargin before it may have been committed after
 	// the change, and stay to replay.
 	cutLate bool
+	// diverting is the divert in flight, nil when none (step_divert.go).
+	diverting *divertRun
 	// marks is how far each Hermes session JSONL had been written when
 	// the incident opened (see hermes.go).
 	marks map[string]int64
@@ -91,6 +93,9 @@ const (
 	// the new main with the old generation's sidecars; the quarantine
 	// waits for it to close them.
 	WaitJoiners Wait = "joiners"
+	// WaitDivert: the divert runs on a goroutine of its own; its end
+	// wakes the worker.
+	WaitDivert Wait = "divert"
 )
 
 // pending is what an incident waits for: one value instead of a deadline

@@ -76,29 +76,97 @@ func (e *Engine) stepDivert(li *live) {
 // salvage that cannot read it, or a divert that keeps failing, ends the
 // incident unrecoverable with the raw files kept. Other failures are
 // retried.
+//
+// The divert reads the whole capture and the live store (hundreds of
+// milliseconds, seconds for a large store), so it runs on a goroutine of
+// its own: the store's worker goes on checking the store, arming its
+// guard and freezing the writers of its next incident meanwhile (a
+// divert on the worker left a new generation unguarded for 1.4 s, and a
+// last closer unlinked its WAL: issue 18's guard breaches). The first
+// call starts it and reports false; the calls after Wake report false
+// until it is done, then apply its outcome here, on the worker.
 func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
-	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
-	defer cancel()
+	if li.diverting == nil {
+		e.startDivert(li)
+		return recovery.DivertReport{}, false
+	}
+	select {
+	case <-li.diverting.done:
+	default:
+		return recovery.DivertReport{}, false
+	}
+	out := li.diverting.out
+	li.diverting = nil
+	if li.wait.why == WaitDivert {
+		li.wait = pending{tries: li.wait.tries}
+	}
+	if out.unpaired != nil {
+		e.note(li, out.unpaired.Error())
+	}
+	if out.salvaged {
+		return e.salvaged(li, out.rep, out.sr, out.err)
+	}
+	if out.err != nil {
+		return out.rep, e.divertFailed(li, out.err)
+	}
+	return e.diverted(li, out.rep), true
+}
+
+// divertRun is a divert in flight; out is written before done is closed.
+type divertRun struct {
+	done chan struct{}
+	out  divertOutcome
+}
+
+type divertOutcome struct {
+	rep      recovery.DivertReport
+	err      error
+	salvaged bool               // read from the WAL's page images
+	sr       *walsalvage.Report // the salvage's, when salvaged
+	unpaired error              // why the capture was salvaged instead (journaled as a note)
+}
+
+// startDivert starts li's divert. It works only on values copied here:
+// the incident itself stays the worker's.
+func (e *Engine) startDivert(li *live) {
 	req := e.divertRequest(li)
-	if li.kind == journal.KindRewritten && li.rewriteConfirmed {
-		// The capture's main is the rewritten content: its WAL pairs with
-		// it only by accident, and then hides what the rewrite overwrote
-		// (a WAL whose frames were all checkpointed reads as the new main
-		// alone). Its rows come from the WAL's page images, every
-		// committed frame, checkpointed or not.
-		req.Kind = string(li.kind)
-		return e.divertSalvaged(ctx, li, req)
-	}
-	rep, err := e.d.Salvage.Divert(ctx, req)
-	if errors.Is(err, recovery.ErrCaptureUnpaired) {
-		e.note(li, err.Error())
-		req.Kind = string(li.kind)
-		return e.divertSalvaged(ctx, li, req)
-	}
-	if err != nil {
-		return rep, e.divertFailed(li, err)
-	}
-	return e.diverted(li, rep), true
+	salvageFirst := li.kind == journal.KindRewritten && li.rewriteConfirmed
+	kind := string(li.kind)
+	run := &divertRun{done: make(chan struct{})}
+	li.diverting = run
+	li.wait = pending{why: WaitDivert, tries: li.wait.tries}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			close(run.done)
+			if e.d.Wake != nil && e.ctx.Err() == nil {
+				e.d.Wake()
+			}
+		}()
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
+		defer cancel()
+		if salvageFirst {
+			// The capture's main is the rewritten content: its WAL pairs
+			// with it only by accident, and then hides what the rewrite
+			// overwrote (a WAL whose frames were all checkpointed reads
+			// as the new main alone). Its rows come from the WAL's page
+			// images, every committed frame, checkpointed or not.
+			req.Kind = kind
+			run.out.salvaged = true
+			run.out.rep, run.out.sr, run.out.err = e.d.Salvage.DivertWALImages(ctx, req)
+			return
+		}
+		rep, err := e.d.Salvage.Divert(ctx, req)
+		if errors.Is(err, recovery.ErrCaptureUnpaired) {
+			run.out.unpaired = err
+			req.Kind = kind
+			run.out.salvaged = true
+			run.out.rep, run.out.sr, run.out.err = e.d.Salvage.DivertWALImages(ctx, req)
+			return
+		}
+		run.out.rep, run.out.err = rep, err
+	}()
 }
 
 // divertFailed retries a failed divert after divertRetry; the
@@ -132,10 +200,9 @@ func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 	}
 }
 
-// divertSalvaged diverts the rows the capture's WAL page images hold and
+// salvaged applies a divert read from the capture's WAL page images and
 // records what could not be read.
-func (e *Engine) divertSalvaged(ctx context.Context, li *live, req recovery.DivertRequest) (recovery.DivertReport, bool) {
-	rep, sr, err := e.d.Salvage.DivertWALImages(ctx, req)
+func (e *Engine) salvaged(li *live, rep recovery.DivertReport, sr *walsalvage.Report, err error) (recovery.DivertReport, bool) {
 	rec := salvageRecord(sr, li.capDir)
 	switch {
 	case err != nil && sr == nil:
