@@ -99,6 +99,9 @@ type Config struct {
 type Hooks struct {
 	BeforeStep    func(id string, state journal.State)
 	BeforeJournal func(id string, from, to journal.State, step string)
+	// InDivert runs on the divert's own goroutine before it reads
+	// anything: a test holds a divert in flight with it.
+	InDivert func(id string)
 }
 
 // Deps are everything an Engine works with. Journal, Procs, Salvage and

@@ -131,7 +131,7 @@ type divertOutcome struct {
 func (e *Engine) startDivert(li *live) {
 	req := e.divertRequest(li)
 	salvageFirst := li.kind == journal.KindRewritten && li.rewriteConfirmed
-	kind := string(li.kind)
+	kind, id := string(li.kind), li.id
 	run := &divertRun{done: make(chan struct{})}
 	li.diverting = run
 	li.wait = pending{why: WaitDivert, tries: li.wait.tries}
@@ -144,6 +144,9 @@ func (e *Engine) startDivert(li *live) {
 				e.d.Wake()
 			}
 		}()
+		if h := e.d.Hooks.InDivert; h != nil {
+			h(id)
+		}
 		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 		defer cancel()
 		if salvageFirst {
