@@ -13,6 +13,12 @@ import (
 	"github.com/stateguard/stateguard/fileid"
 )
 
+// ErrNoSpaceToCheckpoint: the store's filesystem has less free space than
+// its WAL's size (plus checkpointSpareBytes); CheckpointIdle did not start.
+var ErrNoSpaceToCheckpoint = errors.New("not enough free space to checkpoint")
+
+const checkpointSpareBytes = 1 << 20
+
 // CheckpointIdle checkpoints the store's WAL into its main file (see
 // checkpointIdle) when its files are want's, checked through the store
 // directory's handle before SQLite opens them by name and again once it
@@ -42,6 +48,19 @@ func (s Store) CheckpointIdle(ctx context.Context, want fileid.Family) (Checkpoi
 			err = fmt.Errorf("%s: %w: uid %d, the directory's owner is uid %d; not checkpointed", h.Join(name+sfx), ErrForeignOwner, st.UID, owner)
 		}
 		return st, err
+	}
+	// A checkpoint copies the WAL's pages into the main in page order;
+	// one that runs out of space half way leaves the main with some pages
+	// new and some old. That is harmless while the WAL is there, but a
+	// -wal unlinked afterwards (the full-disk chaos fault did it next)
+	// leaves a malformed main that nothing can mend until space returns.
+	// So the agent's own checkpoint waits until the main could take every
+	// page the WAL holds.
+	if wal, err := lstat("-wal"); err == nil && wal.Exists {
+		if free := freeBytes(h.Fd()); free >= 0 && free < wal.Size+checkpointSpareBytes {
+			return Checkpoint{}, fmt.Errorf("checkpoint %s: %d bytes free on its filesystem, the WAL holds %d: %w",
+				h.Join(name), free, wal.Size, ErrNoSpaceToCheckpoint)
+		}
 	}
 	return checkpointIdle(ctx, h.Join(name), func() error {
 		if err := sameFiles(h.Join(name), lstat, want); err != nil {

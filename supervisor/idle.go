@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,6 +71,17 @@ func (w *worker) checkpointIdle(gen store.Generation, sr *holders.StoreResult) {
 			return err
 		})
 		end()
+	}
+	if errors.Is(err, store.ErrNoSpaceToCheckpoint) {
+		// Not a failure: the rows are safe in the WAL; said once per
+		// WAL size, not at every check of a full disk.
+		if w.noSpaceAt != ids.WAL {
+			w.noSpaceAt = ids.WAL
+			w.log.Warn("idle store not checkpointed: its filesystem is (nearly) full; retried at the next reconcile",
+				"err", err, "hint", "free space on the store's filesystem")
+		}
+		w.recheck.Store(true)
+		return
 	}
 	if err != nil {
 		w.log.Warn("checkpoint of the idle store failed; retried at the next reconcile", "err", err)

@@ -62,6 +62,9 @@ type worker struct {
 	// resumes are the store's incidents a previous agent left
 	// unfinished: resumed before the worker's first check.
 	resumes []journal.Incident
+	// noSpaceAt is the -wal whose idle checkpoint a full disk last put
+	// off (idle.go), so it is said once.
+	noSpaceAt fileid.ID
 	// checked is set by the worker's first check; incidents take no
 	// step before it (firstRun).
 	checked bool

@@ -1,0 +1,5 @@
+//go:build !linux && !darwin
+
+package store
+
+func freeBytes(int) int64 { return -1 }
