@@ -56,7 +56,19 @@ func TestGuardsStayWithinTheOpenFileLimit(t *testing.T) {
 		}
 		return armed, limited
 	}
+	var seen []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("guards last seen: %v", seen)
+		}
+	}()
 	hermestest.Eventually(t, "one guard armed, two past the limit", 30*time.Second, func() bool {
+		seen = seen[:0]
+		for _, p := range dbs {
+			if w := a.worker(p); w != nil {
+				seen = append(seen, fmt.Sprintf("%s: %+v", p, w.guardState()))
+			}
+		}
 		armed, limited := states()
 		return armed == 1 && limited == 2
 	})
