@@ -207,6 +207,7 @@ func (w *worker) freezeEarly(trigger time.Time) {
 		// replay there must not keep it waiting.
 		w.yieldReplay("its writers were frozen")
 	}
+	w.lockFreezeAsync(gen, trigger)
 }
 
 // closeEarly, when the worker stops, thaws what the early freeze stopped
@@ -220,7 +221,6 @@ func (w *worker) freezeEarly(trigger time.Time) {
 // before the engine closes, while the engine still knows what it owns.
 func (w *worker) closeEarly() {
 	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
 	w.earlyClosed = true
 	for pid, f := range w.early {
 		delete(w.early, pid)
@@ -229,6 +229,10 @@ func (w *worker) closeEarly() {
 		}
 		w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
 	}
+	w.earlyMu.Unlock()
+	// A lock pass still running sees earlyClosed and stops nobody; no
+	// new one starts (lockFreezeAsync).
+	w.lockWG.Wait()
 }
 
 // takeEarly moves the early freezes into this check's. One an incident

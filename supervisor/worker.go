@@ -88,6 +88,11 @@ type worker struct {
 	earlyMu     sync.Mutex
 	early       map[int]frozenProc
 	earlyClosed bool // the worker stopped: nobody would confirm a freeze
+	// lockPass is set while a lockFreeze runs off the worker; lockAgain
+	// asks it for one more pass (freeze_locks.go).
+	lockPass  atomic.Bool
+	lockAgain atomic.Bool
+	lockWG    sync.WaitGroup
 	// statOwed: the next full scan must read what is at the store's
 	// paths (an event came, or it was never read); auditSlot is its turn
 	// to be read anyway (coverage.go).
