@@ -57,7 +57,7 @@ func (s Store) CheckpointIdle(ctx context.Context, want fileid.Family) (Checkpoi
 	// So the agent's own checkpoint waits until the main could take every
 	// page the WAL holds.
 	if wal, err := lstat("-wal"); err == nil && wal.Exists {
-		if free := freeBytes(h.Fd()); free >= 0 && free < wal.Size+checkpointSpareBytes {
+		if free := FreeBytes(h.Fd()); free >= 0 && free < wal.Size+checkpointSpareBytes {
 			return Checkpoint{}, fmt.Errorf("checkpoint %s: %d bytes free on its filesystem, the WAL holds %d: %w",
 				h.Join(name), free, wal.Size, ErrNoSpaceToCheckpoint)
 		}

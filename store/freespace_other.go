@@ -2,4 +2,4 @@
 
 package store
 
-func freeBytes(int) int64 { return -1 }
+func FreeBytes(int) int64 { return -1 }

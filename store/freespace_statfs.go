@@ -4,9 +4,9 @@ package store
 
 import "golang.org/x/sys/unix"
 
-// freeBytes is the space an unprivileged writer may still use on the
+// FreeBytes is the space an unprivileged writer may still use on the
 // filesystem of the directory fd, or -1 when unknown.
-func freeBytes(dirfd int) int64 {
+func FreeBytes(dirfd int) int64 {
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(dirfd, &st); err != nil {
 		return -1
