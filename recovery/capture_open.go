@@ -165,7 +165,14 @@ func checkCaptureFile(ctx context.Context, info *CaptureInfo, path string, e man
 	if st.Size != e.bytes {
 		return damaged(path, fmt.Sprintf("is %d bytes, manifest.json says %d (truncated or changed after the capture)", st.Size, e.bytes))
 	}
-	if verify && e.sha256 != "" {
+	// The -shm is not checked by content: it is the wal-index, a cache
+	// SQLite rebuilds from the WAL, and a reader that mapped it before the
+	// quarantine moved it into the capture still writes its read marks
+	// there (the 1000-cycle seed 1 run of session 10: a mispaired
+	// capture's moved -shm was written 160 ms after the capture, by a
+	// process the freeze leaves running, and seven incidents ended
+	// unrecoverable on "changed after the capture").
+	if verify && e.sha256 != "" && e.role != "shm" {
 		sum, _, err := hashRange(ctx, f, path, e.bytes)
 		if err != nil {
 			return fmt.Errorf("hash %s: %w", path, err)
