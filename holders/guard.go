@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // ErrGuardRefused means another open file description holds a write lock
@@ -28,6 +29,7 @@ var ErrGuardRefused = errors.New("guard lock refused")
 //
 // A Guard is not safe for concurrent use; its owner serializes Close.
 type Guard struct {
+	path           string
 	main, wal, shm *os.File
 	ids            fileid.Family
 }
@@ -42,7 +44,7 @@ type Guard struct {
 //
 // On error nothing stays open or locked.
 func ArmGuard(mainPath string, want fileid.Family, check func(header []byte) error) (*Guard, error) {
-	g := &Guard{ids: want}
+	g := &Guard{path: mainPath, ids: want}
 	var err error
 	if g.main, err = openGuardFile(mainPath, want.Main); err != nil {
 		return nil, err
@@ -51,7 +53,7 @@ func ArmGuard(mainPath string, want fileid.Family, check func(header []byte) err
 		g.Close()
 		return nil, err
 	}
-	if g.shm, err = openGuardFile(mainPath+"-shm", want.SHM); err != nil {
+	if g.shm, err = openGuardSHM(mainPath, want.SHM); err != nil {
 		return fail(err)
 	}
 	if !want.WAL.IsZero() {
@@ -80,6 +82,17 @@ func ArmGuard(mainPath string, want fileid.Family, check func(header []byte) err
 // openGuardFile opens path O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC and
 // checks it is the regular file want.
 func openGuardFile(path string, want fileid.ID) (*os.File, error) {
+	return openGuardFileClose(path, want, (*os.File).Close)
+}
+
+// openGuardSHM is openGuardFile for the -shm of mainPath, which it closes
+// with store.CloseSHM when it is not the file wanted: it may be the -shm
+// of a connection of the agent's.
+func openGuardSHM(mainPath string, want fileid.ID) (*os.File, error) {
+	return openGuardFileClose(mainPath+"-shm", want, func(f *os.File) error { return store.CloseSHM(mainPath, f) })
+}
+
+func openGuardFileClose(path string, want fileid.ID, closeFile func(*os.File) error) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|guardOpenFlags, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || isSymlinkErr(err) {
@@ -89,11 +102,11 @@ func openGuardFile(path string, want fileid.ID) (*os.File, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		closeFile(f)
 		return nil, fmt.Errorf("guard: fstat %s: %w", path, err)
 	}
 	if got := fileid.Of(fi).ID; !fi.Mode().IsRegular() || got != want {
-		f.Close()
+		closeFile(f)
 		return nil, fmt.Errorf("guard %s: inode %v, want %v: %w", path, got, want, fileid.ErrIdentityChanged)
 	}
 	return f, nil
@@ -130,6 +143,7 @@ func (g *Guard) SHM() *os.File { return g.shm }
 // open file descriptions, so the main's read lock stays while either is
 // open.
 type GuardDup struct {
+	Path           string // the store's main, the key of SHM's close (store.CloseSHM)
 	Main, WAL, SHM *os.File
 }
 
@@ -137,7 +151,7 @@ type GuardDup struct {
 // must keep the generation alive after the guard moves on. The caller
 // closes them, under the same rule as Close.
 func (g *Guard) Dup() (GuardDup, error) {
-	var d GuardDup
+	d := GuardDup{Path: g.path}
 	for _, p := range []struct {
 		src *os.File
 		dst **os.File
@@ -155,26 +169,29 @@ func (g *Guard) Dup() (GuardDup, error) {
 	return d, nil
 }
 
-// Close closes the copies that are open.
+// Close closes the copies that are open (the -shm's with store.CloseSHM).
 func (d GuardDup) Close() {
-	for _, f := range []*os.File{d.Main, d.WAL, d.SHM} {
+	for _, f := range []*os.File{d.Main, d.WAL} {
 		if f != nil {
 			f.Close()
 		}
 	}
+	store.CloseSHM(d.Path, d.SHM)
 }
 
 // Close releases both locks by closing the guard's fds. Like every
-// close(2), it also drops each POSIX lock this process holds on those
-// inodes: call it only where the process has no POSIX-locked connection on
-// the store (the agent's SQLite connections use OFD locks).
+// close(2), that would also drop each POSIX lock this process holds on
+// those inodes: the agent's SQLite connections take OFD locks on the main,
+// but POSIX ones on the -shm, so the -shm's fd is closed with
+// store.CloseSHM, which waits for the agent's connections on the store.
 func (g *Guard) Close() error {
 	var errs []error
-	for _, f := range []*os.File{g.main, g.wal, g.shm} {
+	for _, f := range []*os.File{g.main, g.wal} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
 	}
+	errs = append(errs, store.CloseSHM(g.path, g.shm))
 	g.main, g.wal, g.shm = nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
 )
 
 // locksOn lists /proc/locks entries on id (blocked waiters excluded).
@@ -284,5 +285,63 @@ func TestGuardHoldsWALAndDups(t *testing.T) {
 	d.Close()
 	if n := readLocks(want.Main); n != before {
 		t.Fatalf("read locks on the main after the copy closed: %d, want %d", n, before)
+	}
+}
+
+// The guard re-arms on the worker while a divert's read-only connection on
+// the same store may be open on its own goroutine: closing the guard, or
+// an incident's copy of it, must leave that connection's POSIX locks on
+// the -shm (its read mark) in place (store.CloseSHM).
+func TestGuardCloseKeepsTheAgentsSHMLocks(t *testing.T) {
+	db, w := startStore(t)
+	w.AcksGrow(t, 2)
+	want := fileid.Family{Main: idOf(t, db), WAL: idOf(t, db+"-wal"), SHM: idOf(t, db+"-shm")}
+	posix := func() int {
+		n := 0
+		for _, l := range locksOn(t, want.SHM) {
+			if l.Class == "POSIX" {
+				n++
+			}
+		}
+		return n
+	}
+	writers := posix()
+	g, err := ArmGuard(db, want, walMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := store.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	tx, err := ro.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM messages").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	held := posix()
+	if held <= writers {
+		t.Fatalf("the read transaction added no POSIX lock on the -shm (%d, writer's %d)", held, writers)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if got := posix(); got != held {
+		t.Fatalf("POSIX locks on the -shm after the guard and its copy closed: %d, want %d", got, held)
+	}
+	tx.Rollback()
+	ro.Close()
+	if got := store.ParkedSHM(); got != 0 {
+		t.Fatalf("-shm fds still parked after the store's last connection closed: %d", got)
 	}
 }

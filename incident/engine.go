@@ -240,7 +240,7 @@ func (e *Engine) unpin(li *live) {
 			e.d.Memory.ForgetFiles(p.known(e.st.Path))
 		}
 	}
-	li.closePins()
+	li.closePins(e.st.Path)
 }
 
 func (e *Engine) add(li *live) {

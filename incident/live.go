@@ -8,6 +8,7 @@ import (
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/recovery"
+	"github.com/stateguard/stateguard/store"
 )
 
 // live is the in-memory side of an unfinished incident: what the journal
@@ -196,11 +197,17 @@ func (li *live) pinOf(role holders.Role) *pin {
 	return nil
 }
 
-// closePins closes the incident's pinned fds. The agent's SQLite
-// connections use OFD locks, so no close here can cancel a lock one of
-// them relies on.
-func (li *live) closePins() {
+// closePins closes the incident's pinned fds, those of the store at
+// mainPath. The agent's SQLite connections take OFD locks on a main file,
+// which no close here cancels, but POSIX locks on a -shm: a pinned -shm
+// (the store's own when the files stayed in place) is closed with
+// store.CloseSHM, which waits for those connections.
+func (li *live) closePins(mainPath string) {
 	for _, p := range li.pins {
+		if p.role == holders.RoleSHM {
+			_ = store.CloseSHM(mainPath, p.f)
+			continue
+		}
 		_ = p.f.Close()
 	}
 	li.pins = nil

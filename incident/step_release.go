@@ -10,6 +10,7 @@ import (
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
 )
 
 // captureRetry is how soon a capture that failed (disk full, over budget)
@@ -54,8 +55,13 @@ func (e *Engine) pinAll(li *live) []string {
 			if f.Birth != 0 && b != 0 && b != f.Birth {
 				// Same number, another file: the orphan was freed and its
 				// number reused. Pinning it would make every holder of
-				// that unrelated file look like the orphan's.
-				fd.Close()
+				// that unrelated file look like the orphan's. That file
+				// may be the store's -shm now (store.CloseSHM).
+				if f.Role == holders.RoleSHM {
+					store.CloseSHM(e.st.Path, fd)
+				} else {
+					fd.Close()
+				}
 				e.log.Warn("pin refused: the inode number now names a file born later", "incident", li.id, "pid", h.ref.Pid,
 					"role", string(f.Role), "id", f.ID.String())
 				continue

@@ -71,7 +71,7 @@ func Inspect(ctx context.Context, jsonlPath, dbPath string, opts ReplayOptions) 
 		return rep, nil
 	}
 	db, err := store.OpenSQLiteIn(st.Dir(), st.DirID, filepath.Base(st.Path), func(p string) (*sql.DB, error) {
-		db, err := sql.Open("sqlite", dsn(p))
+		db, err := store.OpenLive(p, dsn(p))
 		if err == nil {
 			if err = db.PingContext(ctx); err != nil { // SQLite opens the file here
 				db.Close()

@@ -180,7 +180,7 @@ func openRestoreConnAt(ctx context.Context, path string) (*sql.DB, *sql.Conn, er
 	if err := store.SidecarsRegular(path); err != nil {
 		return nil, nil, fmt.Errorf("restore: %w", err)
 	}
-	db, err := sql.Open("sqlite", "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout("+strconv.Itoa(restoreBusyTimeoutMS)+")")
+	db, err := store.OpenLive(path, "file:"+escapeURIPath(path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout("+strconv.Itoa(restoreBusyTimeoutMS)+")")
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: open %s: %w", path, err)
 	}

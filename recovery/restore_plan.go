@@ -280,7 +280,7 @@ func (p *RestorePlan) checkTarget(ctx context.Context, d capDir) (string, error)
 		if immutable {
 			dsn += "&immutable=1"
 		}
-		db, err := sql.Open("sqlite", dsn)
+		db, err := store.OpenLive(path, dsn)
 		if err == nil {
 			db.SetMaxOpenConns(1)
 			// Open the file now, between OpenSQLiteIn's two checks;

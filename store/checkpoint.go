@@ -85,7 +85,7 @@ func checkpointIdle(ctx context.Context, path string, same func() error, hold fu
 		return Checkpoint{}, err
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.Clean(path))
-	db, err := sql.Open("sqlite", "file:"+esc+"?mode=rw&_pragma=busy_timeout(0)")
+	db, err := OpenLive(path, "file:"+esc+"?mode=rw&_pragma=busy_timeout(0)")
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", path, err)
 	}

@@ -50,7 +50,7 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 	if err := SidecarsRegular(abs); err != nil {
 		return nil, fmt.Errorf("open read-only %s: %w", abs, err)
 	}
-	db, err := sql.Open("sqlite", readOnlyDSN(abs))
+	db, err := OpenLive(abs, readOnlyDSN(abs))
 	if err != nil {
 		return nil, fmt.Errorf("open read-only %s: %w", abs, err)
 	}

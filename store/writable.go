@@ -77,7 +77,7 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 	if err := SidecarsRegular(abs); err != nil {
 		return nil, fmt.Errorf("open writable %s: %w", abs, err)
 	}
-	db, err := sql.Open("sqlite", writableDSN(abs))
+	db, err := OpenLive(abs, writableDSN(abs))
 	if err != nil {
 		return nil, fmt.Errorf("open writable %s: %w", abs, err)
 	}

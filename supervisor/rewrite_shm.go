@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/store"
 )
 
 // A process that wrote the live main and was gone before the agent could
@@ -52,7 +53,7 @@ func (w *worker) readSHMMark() (shmMark, bool) {
 	if err != nil {
 		return m, false
 	}
-	defer f.Close()
+	defer store.CloseSHM(w.st.Path, f) // a divert's read of this store may be open
 	fi, err := f.Stat()
 	if err != nil {
 		return m, false
