@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -140,7 +141,7 @@ var scenarios = []scenario{
 		r.salv.failDivert = maxDivertFails
 		return r.open(journal.KindReplaced, PolicyKill, r.writer(111, true, false))
 	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
-		wantError(t, inc, "divert failed 5 times")
+		wantError(t, inc, fmt.Sprintf("divert failed %d times", maxDivertFails))
 		wantError(t, inc, "raw files are kept in "+inc.Detail.CapturePath)
 	}},
 	{name: "WAL fits no main: salvaged from its page images", want: resolved, run: func(r *rig) string {

@@ -27,14 +27,29 @@ const replaceMargin = 200 * time.Millisecond
 // must tell rows the restore rolled back from rows it must keep.
 const ReplaceMargin = replaceMargin
 
-// Divert retries: a divert that keeps failing is tried every divertRetry,
-// maxDivertFails times, then the incident is unrecoverable with the
+// Divert retries: a divert that fails is tried again after
+// divertRetryFirst, doubled each time up to divertRetry, and the
+// maxDivertFails-th failure makes the incident unrecoverable with the
 // capture kept, so its store's other replay jobs are no longer held back
-// by it.
+// by it (about two minutes of tries in all, as five tries 30 s apart
+// were). Most failures pass in a second or two: the divert reads the live
+// store while an operator's cp or tar is still writing its main (a short
+// read), or a full disk is being freed; a flat 30 s held every replay of
+// a busy store back behind each of them, past a minute.
 const (
-	divertRetry    = 30 * time.Second
-	maxDivertFails = 5
+	divertRetryFirst = 2 * time.Second
+	divertRetry      = 30 * time.Second
+	maxDivertFails   = 8
 )
+
+// divertRetryAfter is the wait after the tries-th failure (1-based).
+func divertRetryAfter(tries int) time.Duration {
+	d := divertRetryFirst
+	for i := 1; i < tries && d < divertRetry; i++ {
+		d *= 2
+	}
+	return min(d, divertRetry)
+}
 
 // replacedAt is when the main at path was replaced: the new main's ctime
 // (rename(2) sets it), when that is earlier than the moment the agent saw
@@ -172,7 +187,7 @@ func (e *Engine) startDivert(li *live) {
 	}()
 }
 
-// divertFailed retries a failed divert after divertRetry; the
+// divertFailed retries a failed divert after divertRetryAfter; the
 // maxDivertFails-th failure ends the incident unrecoverable. It reports
 // false, for divertNow's callers.
 func (e *Engine) divertFailed(li *live, err error) bool {
@@ -182,8 +197,10 @@ func (e *Engine) divertFailed(li *live, err error) bool {
 		e.unrecoverable(li, fmt.Sprintf("divert failed %d times: %v", tries, err), nil)
 		return false
 	}
-	li.wait = pending{why: WaitRetry, until: e.d.Now().Add(divertRetry), tries: tries}
-	e.emit(slog.LevelError, "divert failed; retried in 30s", EventDivertFailed, li, "capture", li.capDir, "err", err)
+	after := divertRetryAfter(tries)
+	li.wait = pending{why: WaitRetry, until: e.d.Now().Add(after), tries: tries}
+	e.emit(slog.LevelError, "divert failed; retried later", EventDivertFailed, li, "capture", li.capDir,
+		"retry_in", after.String(), "tries", tries, "err", err)
 	e.note(li, "divert: "+err.Error())
 	return false
 }
