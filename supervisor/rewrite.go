@@ -260,6 +260,22 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	// millisecond): a connection that opened the store since the last
 	// scan has its -wal and -shm open, and nobody is frozen for it.
 	wal, _ := fileid.Lstat(w.target.RolePath(holders.RoleWAL))
+	if !wal.Exists && wasGated && gated.frozen != nil {
+		// But the gate held this process's open for writing while a live
+		// -wal was there (gatedOpen): a tool that rewrote the main and
+		// removed the sidecars before its write was looked at (`cp
+		// backup state.db && rm -f state.db-wal state.db-shm`). A
+		// rewrite with the gate's cut all the same, or the check takes
+		// the unlinked WAL for a sidecar_lost and replays back every row
+		// the restore rolled back.
+		n := len(gated.frozen)
+		w.pendRewrite(rewriteSeen{writer: holders.Process{Pid: ev.Pid}, at: ev.At, frozen: gated.frozen, confirmed: true, cut: gated.cut})
+		gated.frozen = nil
+		w.log.Warn("the live main was rewritten and its sidecars removed by a process that is no connection of the store",
+			"event", EventRewriteDetected, "pid", ev.Pid, "frozen", n, "confirmed", true)
+		w.kick(ev.At)
+		return
+	}
 	if !wal.Exists {
 		// No -wal at the path: no WAL-mode connection has the store open
 		// (SQLite removes it only as the last closer), so no live WAL can
@@ -323,22 +339,28 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 	// the main short: a rewriter all the same.
 	// Held at an open no SQLite connection makes: a rewriter too.
 	confirmed := writer.StartTicks != 0 || truncated || wasGated
-	w.rws.mu.Lock()
-	if w.rws.active == nil {
-		w.rws.active = map[int]bool{}
-	}
-	w.rws.active[ev.Pid] = true
-	if w.rws.stopped == nil {
-		w.rws.stopped = map[int]bool{}
-	}
-	for pid := range frozen {
-		w.rws.stopped[pid] = true
-	}
-	w.rws.pending = append(w.rws.pending, rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed, cut: gated.cut})
-	w.rws.mu.Unlock()
+	w.pendRewrite(rewriteSeen{writer: writer, at: ev.At, frozen: frozen, confirmed: confirmed, cut: gated.cut})
 	w.log.Warn("the live main is written by a process that is no connection of the store", "event", EventRewriteDetected, "pid", ev.Pid,
 		"exe", writer.Exe, "frozen", len(frozen), "confirmed", confirmed, "truncated", truncated)
 	w.kick(ev.At)
+}
+
+// pendRewrite hands a rewrite seen, and the writers it froze, to the
+// worker's next check (openRewrites).
+func (w *worker) pendRewrite(rs rewriteSeen) {
+	w.rws.mu.Lock()
+	defer w.rws.mu.Unlock()
+	if w.rws.active == nil {
+		w.rws.active = map[int]bool{}
+	}
+	w.rws.active[rs.writer.Pid] = true
+	if w.rws.stopped == nil {
+		w.rws.stopped = map[int]bool{}
+	}
+	for pid := range rs.frozen {
+		w.rws.stopped[pid] = true
+	}
+	w.rws.pending = append(w.rws.pending, rs)
 }
 
 // sidecarsWent reports whether the -wal or the -shm seen at the paths

@@ -43,6 +43,12 @@ func TestRewriterGoneBeforeLookedAt(t *testing.T) {
 		{"dd 1<>", "dd if=backup.db bs=4096 conv=notrunc status=none 1<>state.db"},
 		// Truncating: confirmed by the gate's hold or the cut, gone or not.
 		{"cp", "cp backup.db state.db"},
+		// A restore that removes the sidecars after the copy: gone by the
+		// time the write is looked at, with no -wal at the path. The
+		// gate held the cp's open while the live WAL was there, so it is
+		// a rewrite with the gate's cut, not the sidecar_lost that would
+		// replay back every row the restore rolled back.
+		{"cp && rm sidecars", "cp backup.db state.db && rm -f state.db-wal state.db-shm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var gone bool
