@@ -20,6 +20,7 @@ func (w *worker) lockFreezeAsync(gen store.Generation, trigger time.Time) {
 	if len(w.goneSinceCheck(gen)) == 0 {
 		return
 	}
+	w.lockAt.Store(trigger.UnixNano())
 	if !w.lockPass.CompareAndSwap(false, true) {
 		w.lockAgain.Store(true)
 		return
@@ -29,7 +30,7 @@ func (w *worker) lockFreezeAsync(gen store.Generation, trigger time.Time) {
 		defer w.lockWG.Done()
 		defer w.lockPass.Store(false)
 		for {
-			w.lockFreeze(trigger)
+			w.lockFreeze(time.Unix(0, w.lockAt.Load()))
 			if !w.lockAgain.Swap(false) {
 				return
 			}

@@ -92,6 +92,10 @@ type worker struct {
 	// asks it for one more pass (freeze_locks.go).
 	lockPass  atomic.Bool
 	lockAgain atomic.Bool
+	// lockAt is the latest kick's event (ns) a pass freezes for: a
+	// pass run again for a later kick measures its freezes from that
+	// kick, not from the one that started the goroutine.
+	lockAt atomic.Int64
 	lockWG    sync.WaitGroup
 	// statOwed: the next full scan must read what is at the store's
 	// paths (an event came, or it was never read); auditSlot is its turn
