@@ -96,7 +96,7 @@ type worker struct {
 	// pass run again for a later kick measures its freezes from that
 	// kick, not from the one that started the goroutine.
 	lockAt atomic.Int64
-	lockWG    sync.WaitGroup
+	lockWG sync.WaitGroup
 	// statOwed: the next full scan must read what is at the store's
 	// paths (an event came, or it was never read); auditSlot is its turn
 	// to be read anyway (coverage.go).
