@@ -61,6 +61,10 @@ type Salvage interface {
 	// main (recovery.ErrCaptureUnpaired) from the WAL's page images, and
 	// reports what it could not read.
 	DivertWALImages(context.Context, recovery.DivertRequest) (recovery.DivertReport, *walsalvage.Report, error)
+	// RemoveCapture removes a resolved incident's finished capture
+	// directory of st (recovery.RemoveCapture) and returns the bytes it
+	// held.
+	RemoveCapture(st store.Store, dir string) (int64, error)
 }
 
 // Scanner re-inspects the processes known to hold a store (the holder

@@ -116,6 +116,31 @@ var scenarios = []scenario{
 		}
 		return id
 	}, check: func(t *testing.T, r *rig, _ journal.Incident) { wantSignals(t, r, "kill 108") }},
+	{name: "disk full: a resolved incident's capture makes room", want: resolved, run: func(r *rig) string {
+		first := r.open(journal.KindReplaced, PolicyKill, r.writer(118, true, false))
+		if inc := r.settle(first); inc.State != resolved || inc.Detail.CapturePath == "" {
+			r.t.Fatalf("first incident: %s, capture %q", inc.State, inc.Detail.CapturePath)
+		}
+		r.salv.failCapture = 1 // the next capture does not fit until room is made
+		id := r.open(journal.KindReplaced, PolicyKill, r.writer(119, true, false))
+		if inc := r.incident(id); inc.State == needsAction {
+			r.t.Fatalf("the capture waits for space although a resolved incident's capture could be removed")
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if len(r.salv.removed) != 1 || r.salv.removed[0] != r.salv.captures[0] {
+			t.Fatalf("removed %v, want the first incident's capture %s only", r.salv.removed, r.salv.captures[0])
+		}
+		var first journal.Incident
+		for _, i := range r.incidents() {
+			if i.ID != inc.ID {
+				first = i
+			}
+		}
+		if first.Detail.CapturePath != "" || !r.hasStep(first.ID, journal.StepCapturePruned) {
+			t.Fatalf("the pruned incident still names capture %q, or has no %s step", first.Detail.CapturePath, journal.StepCapturePruned)
+		}
+	}},
 	{name: "final capture fails, then succeeds", want: resolved, run: func(r *rig) string {
 		r.pol.Grace = time.Hour
 		w := r.writer(109, true, false)

@@ -13,10 +13,13 @@ const (
 	EventCaptureWritten      = "capture.written"
 	EventCaptureFailed       = "capture.failed"
 	EventCaptureSkipped      = "capture.skipped"
-	EventDiverted            = "divert.written"
-	EventDivertFailed        = "divert.failed"
-	EventReplayQueued        = "replay.queued"
-	EventIncidentResolved    = "incident.resolved"
+	// EventCapturePruned: a resolved incident's capture was removed
+	// because a new capture did not fit (incident/capture_prune.go).
+	EventCapturePruned    = "capture.pruned"
+	EventDiverted         = "divert.written"
+	EventDivertFailed     = "divert.failed"
+	EventReplayQueued     = "replay.queued"
+	EventIncidentResolved = "incident.resolved"
 	// EventIncidentUnrecoverable: the capture could not be used; the
 	// record names what was lost and where the raw files are kept.
 	EventIncidentUnrecoverable = "incident.unrecoverable"

@@ -198,6 +198,7 @@ type fakeSalvage struct {
 	// page images cannot be read either.
 	unpaired, failSalvage bool
 	captures              []string // phase of every capture written, in order
+	removed               []string // captures RemoveCapture removed
 	n                     int
 	cuts                  map[string]time.Time // the ReplacedAt of each incident's first divert
 }
@@ -222,6 +223,13 @@ func (f *fakeProcs) Writes(r holders.ProcRef, _ fileid.ID) bool {
 
 func (s *fakeSalvage) FinishBackfill(context.Context, store.Store, *os.File, *os.File, *os.File) (recovery.BackfillReport, error) {
 	return recovery.BackfillReport{}, nil
+}
+
+func (s *fakeSalvage) RemoveCapture(_ store.Store, dir string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removed = append(s.removed, dir)
+	return 4096, os.RemoveAll(dir)
 }
 
 func (s *fakeSalvage) Stage(r recovery.CaptureRequest) (string, error) {
@@ -480,4 +488,29 @@ func (r *rig) transitions(id string) [][2]journal.State {
 		}
 	}
 	return out
+}
+
+// incidents lists every incident of the rig's journal.
+func (r *rig) incidents() []journal.Incident {
+	r.t.Helper()
+	incs, err := r.j.ListIncidents(context.Background(), journal.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return incs
+}
+
+// hasStep reports whether incident id's journal has a step named name.
+func (r *rig) hasStep(id, name string) bool {
+	r.t.Helper()
+	steps, err := r.j.Steps(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -133,3 +133,13 @@ func (r Recovery) DivertWALImages(ctx context.Context, req recovery.DivertReques
 	err = r.asOwner(func() (err error) { rep, ws, err = recovery.DivertWALImages(ctx, req); return err })
 	return rep, ws, err
 }
+
+// RemoveCapture removes a resolved incident's capture of st, as the
+// directory's owner (recovery.RemoveCapture).
+func (r Recovery) RemoveCapture(st store.Store, dir string) (freed int64, err error) {
+	if st.DirID.IsZero() {
+		st.DirID = r.Dir
+	}
+	err = r.asOwner(func() (err error) { freed, err = recovery.RemoveCapture(st, dir); return err })
+	return freed, err
+}

@@ -129,6 +129,9 @@ func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, error) 
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 	defer cancel()
 	c, err := e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+	for spaceShort(err) && e.pruneOneCapture(li) {
+		c, err = e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+	}
 	var over *recovery.BudgetError
 	if errors.As(err, &over) {
 		e.d.Metrics.CaptureFailed()

@@ -149,6 +149,7 @@ const (
 	StepCaptureWritten   = "capture.written"
 	StepCaptureFinal     = "capture.final" // the capture the divert reads
 	StepCaptureFailed    = "capture.failed"
+	StepCapturePruned    = "capture.pruned" // a resolved incident's capture removed to make room for another's
 	StepQuarantined      = "sidecars.quarantined"
 	StepDiverted         = "diverted"
 	StepReplayQueued     = "replay.queued"
