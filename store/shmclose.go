@@ -93,8 +93,8 @@ func CloseSHM(mainPath string, f *os.File) error {
 	return f.Close()
 }
 
-// ParkedSHM is how many -shm fds CloseSHM is keeping open, for tests and
-// the agent's metrics.
+// ParkedSHM is how many -shm fds CloseSHM is keeping open: what a test
+// checks to see they are closed with the store's last connection.
 func ParkedSHM() int {
 	p := &shmFDs
 	p.mu.Lock()
