@@ -2,6 +2,7 @@ package incident
 
 import (
 	"errors"
+	"io/fs"
 	"log/slog"
 	"slices"
 
@@ -49,16 +50,22 @@ func (e *Engine) pruneOneCapture(li *live) bool {
 			continue
 		}
 		freed, err := e.d.Salvage.RemoveCapture(e.st, path)
-		if err != nil {
+		gone := errors.Is(err, fs.ErrNotExist)
+		if err != nil && !gone {
 			e.emit(slog.LevelWarn, "capture of a resolved incident not removed", EventCapturePruned, li,
 				"resolved", inc.ID, "path", path, "err", err)
 			continue
 		}
 		if _, err := e.d.Journal.UpdateIncident(e.ctx, inc.ID, journal.Step{Name: journal.StepCapturePruned,
-			Detail: map[string]any{"path": path, "bytes": freed, "for": li.id}},
+			Detail: map[string]any{"path": path, "bytes": freed, "for": li.id, "gone": gone}},
 			func(r *journal.Incident) error { r.Detail.CapturePath = ""; return nil }); err != nil {
 			e.log.Error("journal capture pruned", "incident", inc.ID, "err", err)
 			return false // not recorded: do not go on removing
+		}
+		if gone {
+			// Removed by the operator already: it frees nothing now, and
+			// the journal no longer names it.
+			continue
 		}
 		e.emit(slog.LevelWarn, "capture of a resolved incident removed to make room", EventCapturePruned, li,
 			"resolved", inc.ID, "path", path, "bytes", freed)

@@ -5,6 +5,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -20,7 +21,8 @@ var ErrNotACapture = errors.New("not a finished capture of the store")
 // RemoveCapture removes the finished capture dir (<db>.retired-wal-*, a
 // directory holding a manifest) of the store st, through the handle of
 // the store's directory and of the capture's (never a path, never a
-// symlink followed), and returns the bytes its files held. It is for the
+// symlink followed), and returns the bytes its files held; one that is
+// gone already is an error wrapping fs.ErrNotExist. It is for the
 // captures of resolved incidents, whose rows are in the store and in the
 // incident's diverted JSONL: when a new capture does not fit, they are
 // the space that can be given back. Anything else at that name (a
@@ -41,7 +43,8 @@ func RemoveCapture(st store.Store, dir string) (int64, error) {
 	var lst unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return 0, nil // removed already (by the operator, or a previous try)
+			// Removed already (by the operator, or a previous try).
+			return 0, fmt.Errorf("remove capture %s: %w", dir, fs.ErrNotExist)
 		}
 		return 0, fmt.Errorf("remove capture %s: %w", dir, err)
 	}
