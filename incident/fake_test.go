@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,6 +202,7 @@ type fakeSalvage struct {
 	removed               []string // captures RemoveCapture removed
 	n                     int
 	cuts                  map[string]time.Time // the ReplacedAt of each incident's first divert
+	diverts               []recovery.DivertRequest
 }
 
 var errFull = fmt.Errorf("capture of state.db: %w", recovery.ErrNoSpace)
@@ -264,6 +266,7 @@ func (s *fakeSalvage) Capture(_ context.Context, src recovery.CaptureSource, r r
 func (s *fakeSalvage) Divert(_ context.Context, r recovery.DivertRequest) (recovery.DivertReport, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.diverts = append(s.diverts, r)
 	if s.failDivert > 0 {
 		s.failDivert--
 		return recovery.DivertReport{}, errors.New("divert: healthy store busy")
@@ -309,6 +312,7 @@ type rig struct {
 	hooks Hooks
 	pol   PolicySet
 	eng   *Engine
+	woken atomic.Bool // the engine asked for an Advance (Deps.Wake)
 }
 
 func newRig(t *testing.T, kind store.Kind) *rig {
@@ -335,7 +339,7 @@ func (r *rig) start() {
 	r.t.Cleanup(cancel)
 	r.eng = New(ctx, r.st, Deps{Journal: r.j, Procs: r.procs, Salvage: r.salv, Scan: r.procs,
 		Config: func() Config { return Config{Policies: r.pol} },
-		Now:    func() time.Time { return r.now }, Hooks: r.hooks})
+		Now:    func() time.Time { return r.now }, Hooks: r.hooks, Wake: func() { r.woken.Store(true) }})
 	r.t.Cleanup(r.eng.Close)
 }
 
@@ -447,7 +451,11 @@ func (r *rig) drain() {
 			}
 		}
 		if len(busy) == 0 {
-			return
+			if !r.woken.Swap(false) {
+				return
+			}
+			r.eng.Advance()
+			continue
 		}
 		for _, d := range busy {
 			<-d.done

@@ -94,8 +94,9 @@ const (
 	// the new main with the old generation's sidecars; the quarantine
 	// waits for it to close them.
 	WaitJoiners Wait = "joiners"
-	// WaitDivert: the divert runs on a goroutine of its own; its end
-	// wakes the worker.
+	// WaitDivert: the divert runs on a goroutine of its own, or waits for
+	// another incident's divert of the store to end; that end wakes the
+	// worker.
 	WaitDivert Wait = "divert"
 )
 

@@ -100,8 +100,17 @@ func (e *Engine) stepDivert(li *live) {
 // last closer unlinked its WAL: issue 18's guard breaches). The first
 // call starts it and reports false; the calls after Wake report false
 // until it is done, then apply its outcome here, on the worker.
+//
+// A store's diverts run one at a time, each counting the rows the ones
+// before it diverted (DivertRequest.Queued): two incidents can capture
+// the same orphan rows, and two diverts reading the live store at once
+// both found them missing (issue 18, seed 3's duplicate).
 func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	if li.diverting == nil {
+		if e.divertInFlight(li) {
+			li.wait = pending{why: WaitDivert, tries: li.wait.tries}
+			return recovery.DivertReport{}, false
+		}
 		e.startDivert(li)
 		return recovery.DivertReport{}, false
 	}
@@ -112,6 +121,7 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 	}
 	out := li.diverting.out
 	li.diverting = nil
+	e.wakeDivertWaiters(li)
 	if li.wait.why == WaitDivert {
 		li.wait = pending{tries: li.wait.tries}
 	}
@@ -125,6 +135,40 @@ func (e *Engine) divertNow(li *live) (recovery.DivertReport, bool) {
 		return out.rep, e.divertFailed(li, out.err)
 	}
 	return e.diverted(li, out.rep), true
+}
+
+// divertInFlight reports whether another incident of the store has a
+// divert running or not yet applied.
+func (e *Engine) divertInFlight(li *live) bool {
+	for _, o := range e.all() {
+		if o != li && o.diverting != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeDivertWaiters asks for another Advance when an incident waits for
+// li's divert: it may come before li in this one and have looked already.
+func (e *Engine) wakeDivertWaiters(li *live) {
+	for _, o := range e.all() {
+		if o != li && o.diverting == nil && o.wait.why == WaitDivert && e.d.Wake != nil {
+			e.d.Wake()
+			return
+		}
+	}
+}
+
+// queuedIncidents are the ids of the store's other unfinished incidents:
+// the rows of those that have diverted are about to be replayed.
+func (e *Engine) queuedIncidents(li *live) []string {
+	var ids []string
+	for _, o := range e.all() {
+		if o != li {
+			ids = append(ids, o.id)
+		}
+	}
+	return ids
 }
 
 // divertRun is a divert in flight; out is written before done is closed.
@@ -217,6 +261,7 @@ func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 	return recovery.DivertRequest{
 		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: kind,
 		ReplacedAt: li.replacedAt.Add(-replaceMargin), Cut: li.cut, ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
+		Queued: e.queuedIncidents(li),
 	}
 }
 

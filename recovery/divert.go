@@ -77,9 +77,14 @@ type DivertRequest struct {
 	// TmpDir receives the capture's private copy, removed afterwards;
 	// default os.TempDir().
 	TmpDir string
+	// Queued are the ids of the store's other unfinished incidents. The
+	// rows their diverts hold count as present: their replays write them
+	// (see queuedRows).
+	Queued []string
 	Logger *slog.Logger // nil: slog.Default()
 
-	cutNote string // how the diff told the rows apart, for the report
+	cutNote string                     // how the diff told the rows apart, for the report
+	queued  map[string][]store.Message // Queued's rows by session, read by divertWith
 }
 
 // ErrCaptureUnpaired means a capture's WAL does not fit its main (the

@@ -33,9 +33,10 @@ type divertRow struct {
 // same session of the healthy store. A capture row is present when the
 // healthy session has a row of the same identity (keyOf) not already
 // matched to an earlier capture row: two equal rows in the capture and one
-// in the store leave one missing. cut splits the missing rows into
-// replay and pre (replayCut.pre).
-func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCut) ([]sessionDiff, error) {
+// in the store leave one missing. Rows other diverts queued (queued, by
+// session) count as the store's. cut splits the missing rows into replay
+// and pre (replayCut.pre).
+func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCut, queued map[string][]store.Message) ([]sessionDiff, error) {
 	sids, err := captureSessions(ctx, capQ)
 	if err != nil {
 		return nil, err
@@ -91,19 +92,23 @@ func diffCapture(ctx context.Context, capQ, healthyQ store.Querier, cut replayCu
 				d.session = &s
 			}
 		}
-		d.missing(capRows, healthy, cut)
+		d.missing(capRows, healthy, queued[sid], cut)
 		out = append(out, d)
 	}
 	return out, nil
 }
 
 // missing fills d with the capture rows the healthy session lacks (see
-// diffCapture), rendered as diverted lines.
-func (d *sessionDiff) missing(capRows, healthy []store.Message, cut replayCut) {
+// diffCapture), rendered as diverted lines. queued are rows other diverts
+// are about to replay into the session.
+func (d *sessionDiff) missing(capRows, healthy, queued []store.Message, cut replayCut) {
 	d.captureRows, d.healthyRows = len(capRows), len(healthy)
-	have := make(map[rowKey]int, len(healthy))
+	have := make(map[rowKey]int, len(healthy)+len(queued))
 	for i := range healthy {
 		have[keyOf(&healthy[i])]++
+	}
+	for i := range queued {
+		have[keyOf(&queued[i])]++
 	}
 	for i := range capRows {
 		m := &capRows[i]

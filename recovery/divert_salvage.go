@@ -121,7 +121,7 @@ func diffSalvagedCut(ctx context.Context, req *DivertRequest, res *walsalvage.Re
 				d.session = &s
 			}
 		}
-		d.missing(capRows[sid], have, cut)
+		d.missing(capRows[sid], have, req.queued[sid], cut)
 		out = append(out, d)
 	}
 	return out, nil

@@ -437,14 +437,14 @@ func TestDiffCaptureSchemaless(t *testing.T) {
 	}
 	defer capDB.Close()
 	ctx := context.Background()
-	diffs, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()})
+	diffs, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}, nil)
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("diff of an empty capture: %v, %v; want nothing and no error", diffs, err)
 	}
 	if _, err := capDB.Exec("CREATE TABLE other (x)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}); err == nil {
+	if _, err := diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}, nil); err == nil {
 		t.Fatal("a capture with tables but no messages diffed without an error")
 	}
 	// Hermes' schema begun but not finished (a writer creating the
@@ -453,7 +453,7 @@ func TestDiffCaptureSchemaless(t *testing.T) {
 	if _, err := capDB.Exec("CREATE TABLE schema_version (version INTEGER NOT NULL); CREATE TABLE sessions (id TEXT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	diffs, err = diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()})
+	diffs, err = diffCapture(ctx, capDB, healthy, replayCut{at: time.Now()}, nil)
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("diff of a capture with Hermes' schema half created: %v, %v; want nothing and no error", diffs, err)
 	}

@@ -62,6 +62,9 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 
 	rep := DivertReport{IncidentID: req.IncidentID, Kind: req.Kind, ReplacedAt: req.ReplacedAt,
 		Cut: req.Cut, Capture: req.Capture, Store: req.Store, Dir: final}
+	if req.queued, err = queuedRows(ctx, &req, recovered); err != nil {
+		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
+	}
 	diffs, err := diff(ctx, &req)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
@@ -151,7 +154,7 @@ func diffWithCopy(ctx context.Context, req *DivertRequest) ([]sessionDiff, error
 	}
 	defer hTx.Rollback()
 
-	return diffCapture(ctx, capTx, hTx, cut)
+	return diffCapture(ctx, capTx, hTx, cut, req.queued)
 }
 
 // healthyStore is the request's store, to be opened through a handle on
