@@ -54,6 +54,8 @@ func (e *Engine) snapshotMain(li *live) {
 // finishBackfill completes a checkpoint a frozen orphan was stopped in
 // the middle of, before the main is snapshotted: half-copied, the shared
 // main is malformed for the new generation and for the capture alike.
+// Pages the orphan's wal-index says were checkpointed and that the main
+// does not hold are written again too (recovery.FinishInterruptedBackfill).
 // When the new generation has already committed on top of it
 // (recovery.ErrNewGenerationWrote), finishing the copy could overwrite
 // what it wrote: the main is left as it is and the incident says so; the
@@ -69,11 +71,12 @@ func (e *Engine) finishBackfill(ctx context.Context, li *live, main *pin) {
 	case err != nil:
 		e.log.Warn("interrupted checkpoint not finished", "incident", li.id, "err", err)
 		e.note(li, "interrupted checkpoint not finished: "+err.Error())
-	case rep.Interrupted:
-		e.log.Warn("finished the checkpoint a frozen holder was stopped in", "incident", li.id,
-			"from_frame", rep.FromFrame, "to_frame", rep.ToFrame, "pages", rep.Pages)
+	case rep.Interrupted || rep.Stale > 0:
+		e.log.Warn("finished the checkpoint a frozen holder was stopped in, or rewrote pages the main lacked", "incident", li.id,
+			"interrupted", rep.Interrupted, "from_frame", rep.FromFrame, "to_frame", rep.ToFrame, "pages", rep.Pages, "stale_pages", rep.Stale)
 		e.record(li, journal.Step{Name: journal.StepBackfillFinished, Detail: map[string]any{
-			"from_frame": rep.FromFrame, "to_frame": rep.ToFrame, "pages": rep.Pages, "truncated_to": rep.TruncatedTo}}, nil)
+			"interrupted": rep.Interrupted, "from_frame": rep.FromFrame, "to_frame": rep.ToFrame, "pages": rep.Pages,
+			"stale_pages": rep.Stale, "truncated_to": rep.TruncatedTo}}, nil)
 	}
 }
 
