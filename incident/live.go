@@ -152,6 +152,7 @@ func (p *pin) known(store string) holders.KnownFile {
 type capture struct {
 	dir    string
 	stamps []fileStamp
+	bytes  int64 // what removing it gives back (0: unknown)
 }
 
 type fileStamp struct {

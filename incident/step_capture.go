@@ -128,9 +128,20 @@ func (e *Engine) writeCapture(li *live, phase string) (recovery.Capture, error) 
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
 	defer cancel()
-	c, err := e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+	req := func() recovery.CaptureRequest {
+		r := e.captureRequest(li)
+		if phase == "final" && li.early.dir != "" {
+			// The final capture replaces the one taken before release:
+			// on a small disk the two at once were over the default
+			// budget, and the incident waited for space for good (seed
+			// 2's full-disk profile, two incidents left unresolved).
+			r.Supersedes = li.early.bytes
+		}
+		return r
+	}
+	c, err := e.d.Salvage.Capture(ctx, src, req())
 	for spaceShort(err) && e.pruneOneCapture(li) {
-		c, err = e.d.Salvage.Capture(ctx, src, e.captureRequest(li))
+		c, err = e.d.Salvage.Capture(ctx, src, req())
 	}
 	var over *recovery.BudgetError
 	if errors.As(err, &over) {

@@ -157,7 +157,7 @@ func (e *Engine) captureEarly(li *live) bool {
 		e.retryLater(li, "capture failed before release; the holders stay frozen and it is retried ("+captureHint(err)+")")
 		return false
 	}
-	li.early = capture{dir: c.Dir, stamps: li.stamps()}
+	li.early = capture{dir: c.Dir, stamps: li.stamps(), bytes: c.Bytes}
 	li.staging = "" // consumed: the quarantined sidecars are in c.Dir now
 	return true
 }

@@ -106,6 +106,11 @@ type CaptureRequest struct {
 	Dir store.DirID
 	// MaxBytes is the capture's budget; 0 means unlimited.
 	MaxBytes int64
+	// Supersedes is the size of an earlier capture of the same incident
+	// that this one replaces (removed once it is written): the default
+	// budget counts it as free space. The free space itself must still
+	// hold the new capture.
+	Supersedes int64
 	Now      time.Time // names the directory; zero means time.Now()
 	// Staging is a directory StageCapture made for this capture (mispaired:
 	// it holds the quarantined sidecars); empty means a new one.

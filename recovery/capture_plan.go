@@ -133,12 +133,13 @@ func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
 // (less a reserve the live store keeps), before anything is written.
 // Without a configured budget (MaxBytes 0) the budget is half the free
 // space of the store's filesystem: one capture can never fill the disk,
-// and each later one gets at most half of what is left.
+// and each later one gets at most half of what is left. A capture that
+// replaces an earlier one (Supersedes) counts that one's bytes as free.
 func (r *captureRun) checkSpace(need int64) error {
 	free := freeBytes(r.store)
 	budget, configured := r.req.MaxBytes, r.req.MaxBytes > 0
 	if !configured && free >= 0 {
-		budget = free / 2
+		budget = (free + max(r.req.Supersedes, 0)) / 2
 	}
 	if (configured || free >= 0) && need > budget {
 		return &BudgetError{Store: r.req.DBPath, Dir: r.store.path, Need: need, Budget: budget, Free: free, Configured: configured}

@@ -197,3 +197,38 @@ func TestCleanPrivateCopies(t *testing.T) {
 		}
 	}
 }
+
+// A capture that replaces an earlier one of the same incident counts that
+// one's bytes as free for the default budget (the final capture after a
+// release, on seed 2's small full-disk profile, was refused for good),
+// but still needs the free space itself.
+func TestCaptureBudgetCountsTheCaptureItSupersedes(t *testing.T) {
+	fs := mountTmpfs(t, "size=10m,mode=0700")
+	gen, _ := crashedGeneration(t, 3, true)
+	f, err := os.OpenFile(gen+"-wal", os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat([]byte{0xa5}, 5<<20)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	src := openPinned(t, gen)
+	req := CaptureRequest{DBPath: filepath.Join(fs, "state.db"), PID: 7}
+	var over *BudgetError
+	if _, err := WriteCapture(context.Background(), src, req); !errors.As(err, &over) {
+		t.Fatalf("capture of 5 MiB into 10 MiB with nothing superseded: %v, want the default budget refusing it", err)
+	}
+	req.Supersedes = 5 << 20
+	c, err := WriteCapture(context.Background(), src, req)
+	if err != nil {
+		t.Fatalf("capture superseding a 5 MiB one: %v", err)
+	}
+	if c.Bytes < 5<<20 {
+		t.Fatalf("capture of %d bytes", c.Bytes)
+	}
+	req.Supersedes = 64 << 20 // counted as free for the budget, but not on the disk
+	if _, err := WriteCapture(context.Background(), src, req); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a second 5 MiB capture into what is left: %v, want no space", err)
+	}
+}
