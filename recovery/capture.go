@@ -111,7 +111,7 @@ type CaptureRequest struct {
 	// budget counts it as free space. The free space itself must still
 	// hold the new capture.
 	Supersedes int64
-	Now      time.Time // names the directory; zero means time.Now()
+	Now        time.Time // names the directory; zero means time.Now()
 	// Staging is a directory StageCapture made for this capture (mispaired:
 	// it holds the quarantined sidecars); empty means a new one.
 	Staging string
