@@ -118,6 +118,18 @@ func FinishInterruptedBackfill(ctx context.Context, mainPath string, src Backfil
 	if err := checkSharedMain(mainPath, src, src.Main, src.WAL); err != nil {
 		return rep, fmt.Errorf("finish checkpoint of %s: %w; the main is left as it is", mainPath, err)
 	}
+	if !rep.Interrupted {
+		// Pages that differ from what the orphan checkpointed may also
+		// be the new generation's own checkpoint (a TRUNCATE one leaves
+		// an empty -wal): stale pages are written only while no process
+		// has opened the store since its sidecars went (no -shm at the
+		// path). The orphan's frozen holders keep their shared lock on
+		// the main, so no new connection can have closed as the last one
+		// and removed it.
+		if err := checkUnopened(mainPath, src); err != nil {
+			return rep, fmt.Errorf("finish checkpoint of %s: %d pages the orphan's wal-index says were checkpointed hold other images in the main, and %w; the main is left as it is", mainPath, len(stale), err)
+		}
+	}
 	return finishBackfill(ctx, mainPath, src, w, ix, stale, rep)
 }
 
@@ -324,6 +336,25 @@ func checkSharedMain(mainPath string, src BackfillSource, main, orphanWAL *os.Fi
 	}
 	if wst.Size > store.WALHeaderSize {
 		return fmt.Errorf("%w: its -wal holds %d bytes of frames, written on the half-checkpointed main; restore the store from the incident's capture", ErrNewGenerationWrote, wst.Size-store.WALHeaderSize)
+	}
+	return nil
+}
+
+// checkUnopened: no -shm at the path, so no process has opened the store
+// since the orphan's sidecars were unlinked.
+func checkUnopened(mainPath string, src BackfillSource) error {
+	lstat := func(name string) (fileid.State, error) {
+		return fileid.Lstat(filepath.Join(filepath.Dir(mainPath), name))
+	}
+	if src.Dir != nil {
+		lstat = src.Dir.Lstat
+	}
+	st, err := lstat(filepath.Base(mainPath) + "-shm")
+	if err != nil {
+		return err
+	}
+	if st.Exists {
+		return fmt.Errorf("%w: a new -shm is at the path (its writers may have checkpointed into the main)", ErrNewGenerationWrote)
 	}
 	return nil
 }

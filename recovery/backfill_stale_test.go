@@ -4,6 +4,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"database/sql"
 	"fmt"
 	"os"
@@ -112,6 +113,22 @@ func TestFinishBackfillLeavesASoundMain(t *testing.T) {
 	rep, err := FinishInterruptedBackfill(context.Background(), s.main, s.source(t))
 	if err != nil || rep.Stale != 0 || rep.Pages != 0 || rep.Interrupted {
 		t.Fatalf("report %+v, %v; want nothing to do", rep, err)
+	}
+	if got := readAll(t, s.main); string(got) != string(want) {
+		t.Fatal("the main was written")
+	}
+}
+
+// Once a new generation has opened the store (a -shm at the path), pages
+// that differ from the orphan's may be its own checkpoint's: nothing is
+// written.
+func TestFinishBackfillStaleLeftOnceReopened(t *testing.T) {
+	s, _ := newStaleStore(t, 1, 2, 3)
+	writeFile(t, s.main+"-shm", make([]byte, 32768))
+	want := readAll(t, s.main)
+	rep, err := FinishInterruptedBackfill(context.Background(), s.main, s.source(t))
+	if !errors.Is(err, ErrNewGenerationWrote) || rep.Pages != 0 {
+		t.Fatalf("report %+v, %v; want ErrNewGenerationWrote and nothing written", rep, err)
 	}
 	if got := readAll(t, s.main); string(got) != string(want) {
 		t.Fatal("the main was written")
