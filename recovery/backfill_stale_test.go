@@ -4,8 +4,8 @@ package recovery
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
