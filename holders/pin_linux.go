@@ -54,15 +54,13 @@ func PinMapped(pid int, want fileid.ID) (*os.File, error) {
 }
 
 func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
-	// O_NONBLOCK: the link may name a FIFO (someone put one at a store's
-	// path), whose open would wait for a writer forever; O_NOCTTY a
-	// terminal. O_NOATIME keeps the pin from touching the inode; only the
-	// owner or CAP_FOWNER may use it, so retry without.
-	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	fd, err := unix.Open(path, flags|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) {
-		fd, err = unix.Open(path, flags, 0)
-	}
+	// The link is first opened O_PATH and checked: it may name another
+	// file than want by now (the fd was closed and reused), such as the
+	// -shm of a store the agent has SQLite connections on, and closing a
+	// real fd of that file would drop every POSIX lock this process holds
+	// on it (SQLite's -shm locks are POSIX locks). An O_PATH fd holds no
+	// open of the file, and its close drops no lock.
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
 			if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
@@ -72,19 +70,25 @@ func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
 	}
+	defer unix.Close(pfd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, fmt.Errorf("fstat pinned %s: %w", path, err)
 	}
 	if got := fileid.FromStat(&st); got != want || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
 		return nil, fmt.Errorf("pin %s: inode %v (mode %#o), want the regular file %v: %w", path, got, st.Mode, want, fileid.ErrIdentityChanged)
 	}
-	// Reads go through pread; the pin never needs to wait on the file.
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("pin %s: %w", path, err)
+	// Reopened through the O_PATH fd: the same inode, checked above.
+	// O_NOATIME keeps the pin from touching the inode; only the owner or
+	// CAP_FOWNER may use it, so retry without. O_NOCTTY for good measure.
+	self := "/proc/self/fd/" + strconv.Itoa(pfd)
+	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY
+	fd, err := unix.Open(self, flags|unix.O_NOATIME, 0)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = unix.Open(self, flags, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
