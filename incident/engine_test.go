@@ -202,6 +202,22 @@ var scenarios = []scenario{
 			t.Fatalf("generic store got replay jobs %+v", jobs)
 		}
 	}},
+	{name: "disk full: the sidecar_lost snapshot gets room from a resolved incident's capture", want: resolved, run: func(r *rig) string {
+		first := r.open(journal.KindReplaced, PolicyKill, r.writer(120, true, false))
+		if inc := r.settle(first); inc.State != resolved || inc.Detail.CapturePath == "" {
+			r.t.Fatalf("first incident: %s, capture %q", inc.State, inc.Detail.CapturePath)
+		}
+		r.salv.failSnap = 1 // the snapshot does not fit until room is made
+		id := r.open(journal.KindSidecarLost, PolicyKill, r.writer(121, true, false))
+		if inc := r.incident(id); inc.State == needsAction {
+			r.t.Fatalf("the snapshot waits for space although a resolved incident's capture could be removed")
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) {
+		if len(r.salv.removed) != 1 || r.salv.removed[0] != r.salv.captures[0] {
+			t.Fatalf("removed %v, want the first incident's capture %s only", r.salv.removed, r.salv.captures[0])
+		}
+	}},
 	{name: "sidecar_lost snapshot, retried", want: resolved, run: func(r *rig) string {
 		r.salv.failSnap = 1
 		return r.open(journal.KindSidecarLost, PolicyKill, r.writer(114, true, false))

@@ -43,7 +43,11 @@ func (e *Engine) snapshotMain(li *live) {
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
 	e.finishBackfill(ctx, li, main)
-	if err := e.d.Salvage.Snapshot(ctx, e.st.Path, main.f, dst); err != nil {
+	err := e.d.Salvage.Snapshot(ctx, e.st.Path, main.f, dst)
+	for spaceShort(err) && e.pruneOneCapture(li) {
+		err = e.d.Salvage.Snapshot(ctx, e.st.Path, main.f, dst)
+	}
+	if err != nil {
 		e.emit(slog.LevelError, "main snapshot failed", EventCaptureFailed, li, "err", err)
 		return
 	}
