@@ -27,6 +27,9 @@ type BackfillSource struct {
 	// Main is a writable fd on the store's main file, the one the orphan
 	// shares with the new generation (sidecar_lost).
 	Main *os.File
+	// MainRead, when set, is a readable fd on the same file (the pin),
+	// for a Main opened write-only.
+	MainRead *os.File
 	// WAL and SHM are the orphan's pinned -wal and -shm.
 	WAL, SHM *os.File
 	// Dir, when set, is the store directory's handle: the main and -wal
@@ -161,7 +164,7 @@ func stalePages(ctx context.Context, src BackfillSource, w *walsalvage.WAL, ix w
 		if err != nil {
 			return nil, err
 		}
-		n, err := src.Main.ReadAt(cur, int64(pgno-1)*int64(len(cur)))
+		n, err := src.mainReader().ReadAt(cur, int64(pgno-1)*int64(len(cur)))
 		if n == len(cur) && bytes.Equal(cur, img) {
 			continue
 		}
@@ -171,6 +174,13 @@ func stalePages(ctx context.Context, src BackfillSource, w *walsalvage.WAL, ix w
 		out[pgno] = i
 	}
 	return out, nil
+}
+
+func (src BackfillSource) mainReader() *os.File {
+	if src.MainRead != nil {
+		return src.MainRead
+	}
+	return src.Main
 }
 
 func finishBackfill(ctx context.Context, mainPath string, src BackfillSource, w *walsalvage.WAL, ix walIndex, stale map[uint32]int, rep BackfillReport) (BackfillReport, error) {
@@ -381,5 +391,5 @@ func FinishBackfill(ctx context.Context, st store.Store, pinnedMain, wal, shm *o
 	if errA != nil || errB != nil || fileid.FromStat(&a) != fileid.FromStat(&b) {
 		return BackfillReport{}, fmt.Errorf("finish checkpoint: %s is no longer the pinned main: left as it is", st.Path)
 	}
-	return FinishInterruptedBackfill(ctx, st.Path, BackfillSource{Main: rw, WAL: wal, SHM: shm, Dir: h})
+	return FinishInterruptedBackfill(ctx, st.Path, BackfillSource{Main: rw, MainRead: pinnedMain, WAL: wal, SHM: shm, Dir: h})
 }

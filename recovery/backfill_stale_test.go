@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/store"
 )
 
 // staleStore is a sidecar_lost store whose wal-index says frames 1..N
@@ -132,5 +133,28 @@ func TestFinishBackfillStaleLeftOnceReopened(t *testing.T) {
 	}
 	if got := readAll(t, s.main); string(got) != string(want) {
 		t.Fatal("the main was written")
+	}
+}
+
+// Through the store's directory, as the agent calls it: the main is
+// opened write-only there and read through the read-only pin.
+func TestFinishBackfillStaleThroughTheStoreDir(t *testing.T) {
+	s, before := newStaleStore(t, 1, 2, 3)
+	st, err := store.ResolveStore(s.main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := s.source(t)
+	pinned, err := os.Open(s.main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	rep, err := FinishBackfill(context.Background(), st, pinned, src.WAL, src.SHM)
+	if err != nil || rep.Stale == 0 {
+		t.Fatalf("report %+v, %v; want the stale pages rewritten", rep, err)
+	}
+	if n, err := mainAloneRows(t, s.main); err != nil || n != before {
+		t.Fatalf("main alone after: %d rows, %v; want %d", n, err, before)
 	}
 }
