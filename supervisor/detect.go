@@ -93,7 +93,8 @@ func (w *worker) check(at time.Time) {
 	fam := gen.IDs()
 	w.seen.Store(&fam)
 	w.recheck.Store(false)
-	defer w.checkpointIdle(gen, sr) // after the guard is synced: deferred calls run last first
+	defer w.adoptLostWALs(sr, orphans, gen, at) // after the guard is synced and what it kept is known
+	defer w.checkpointIdle(gen, sr)             // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
 	if len(orphans) > 0 {
 		var oldRec *journal.GenerationRecord

@@ -46,6 +46,8 @@ type workerGuard struct {
 	// claimedWAL is the guard's -wal when an incident's holders hold it:
 	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
 	claimedWAL fileid.ID
+	// lost are earlier guards kept for an unlinked -wal (lostguard.go).
+	lost []lostHeld
 
 	mu     sync.Mutex
 	status control.GuardStatus
@@ -124,6 +126,7 @@ func (w *worker) guardClose() {
 		why = "agent stopping"
 	}
 	w.guardRelease(why)
+	w.closeLostWALs(why)
 	w.guardSet(control.GuardStatus{State: control.GuardOff, Reason: why})
 }
 
@@ -230,13 +233,14 @@ func (w *worker) guardArm(gen store.Generation) {
 		}
 		return
 	}
+	claimed := gd.claimedWAL
 	gd.g, gd.failed, gd.claimedWAL = g, "", fileid.ID{}
 	gd.setRetry(false)
 	// Its fds keep these inodes alive wherever they are renamed: every
 	// scan looks for their holders until the guard lets go.
 	w.a.cache.Remember(w.familyFiles(want)...)
 	w.log.Info("guard armed", "event", EventGuardArmed, "main", want.Main.String(), "wal", want.WAL.String(), "shm", want.SHM.String())
-	if old != nil {
+	if old != nil && !w.keepLostWAL(old, want, claimed) {
 		w.guardCloseOne(old, "generation changed")
 	}
 	w.guardSet(control.GuardStatus{State: control.GuardArmed})

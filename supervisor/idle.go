@@ -136,6 +136,12 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 	if fi, err := g.WAL().Stat(); err != nil || !fileid.Supported || fileid.Of(fi).Nlink != 0 {
 		return
 	}
+	w.openLostWAL(g, generationRecord(old), gen, at)
+}
+
+// openLostWAL opens a sidecar_lost incident for the unlinked -wal g holds,
+// when it holds committed frames that are not in the main file.
+func (w *worker) openLostWAL(g *holders.Guard, old *journal.GenerationRecord, gen store.Generation, at time.Time) {
 	bl, err := store.ReadWALBacklog(g.WAL(), g.SHM())
 	if err != nil {
 		w.log.Warn("cannot read the unlinked -wal the guard holds; treating it as holding rows", "err", err)
@@ -159,7 +165,10 @@ func (w *worker) lostWAL(ch store.Change, old, gen store.Generation, at time.Tim
 		}
 	}
 	w.engine().Open(incident.Opening{Kind: journal.KindSidecarLost, Policy: incident.PolicyObserve, At: at,
-		Old: generationRecord(old), New: generationRecord(gen), Pins: pins})
+		Old: old, New: generationRecord(gen), Pins: pins})
+	if w.guard.g == g {
+		w.guard.claimedWAL = ids.WAL // its re-arm must not keep it for a second incident
+	}
 }
 
 // claimGuardWAL marks the guard's -wal as the orphan of the incident
