@@ -47,7 +47,7 @@ type workerGuard struct {
 	// its unlink is that incident's orphan, not a lost -wal (lostWAL).
 	claimedWAL fileid.ID
 	// lost are earlier guards kept for an unlinked -wal (lostguard.go).
-	lost []lostHeld
+	lost []*holders.Guard
 
 	mu     sync.Mutex
 	status control.GuardStatus

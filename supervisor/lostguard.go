@@ -24,12 +24,6 @@ import (
 // holder, keeps it while an unhandled holder remains, or opens a
 // sidecar_lost incident for the rows only it has.
 
-// lostHeld is an old guard kept for the -wal it holds.
-type lostHeld struct {
-	g     *holders.Guard
-	since time.Time
-}
-
 // keepLostWAL takes old, being replaced by a guard on next, when its -wal
 // is unlinked next to the same main and no incident claimed it.
 func (w *worker) keepLostWAL(old *holders.Guard, next fileid.Family, claimed fileid.ID) bool {
@@ -41,7 +35,7 @@ func (w *worker) keepLostWAL(old *holders.Guard, next fileid.Family, claimed fil
 	if err != nil || !fileid.Supported || fileid.Of(fi).Nlink != 0 {
 		return false // renamed, not unlinked: another incident's capture
 	}
-	w.guard.lost = append(w.guard.lost, lostHeld{g: old, since: time.Now()})
+	w.guard.lost = append(w.guard.lost, old)
 	w.log.Debug("guard keeps an unlinked -wal until the scan has looked at its holders", "wal", ids.WAL.String())
 	return true
 }
@@ -50,8 +44,8 @@ func (w *worker) keepLostWAL(old *holders.Guard, next fileid.Family, claimed fil
 // are the holders this check opened an incident for.
 func (w *worker) adoptLostWALs(sr *holders.StoreResult, orphans []holders.Process, gen store.Generation, at time.Time) {
 	kept := w.guard.lost[:0]
-	for _, l := range w.guard.lost {
-		ids := l.g.IDs()
+	for _, g := range w.guard.lost {
+		ids := g.IDs()
 		held, handled := false, false
 		if sr != nil {
 			for i := range sr.Holders {
@@ -69,13 +63,13 @@ func (w *worker) adoptLostWALs(sr *holders.StoreResult, orphans []holders.Proces
 		}
 		switch {
 		case handled:
-			w.guardCloseOne(l.g, "its -wal is an incident's orphan")
+			w.guardCloseOne(g, "its -wal is an incident's orphan")
 		case held:
-			kept = append(kept, l) // a holder no incident handles yet: the next check
+			kept = append(kept, g) // a holder no incident handles yet: the next check
 		default:
 			old := &journal.GenerationRecord{Main: journal.FileRecord{ID: ids.Main}, WAL: journal.FileRecord{ID: ids.WAL}, SHM: journal.FileRecord{ID: ids.SHM}}
-			w.openLostWAL(l.g, old, gen, at)
-			w.guardCloseOne(l.g, "unlinked -wal handed to its incident")
+			w.openLostWAL(g, old, gen, at)
+			w.guardCloseOne(g, "unlinked -wal handed to its incident")
 		}
 	}
 	clear(w.guard.lost[len(kept):])
@@ -84,8 +78,8 @@ func (w *worker) adoptLostWALs(sr *holders.StoreResult, orphans []holders.Proces
 
 // closeLostWALs lets go of the kept guards when the worker stops.
 func (w *worker) closeLostWALs(why string) {
-	for _, l := range w.guard.lost {
-		w.guardCloseOne(l.g, why)
+	for _, g := range w.guard.lost {
+		w.guardCloseOne(g, why)
 	}
 	w.guard.lost = nil
 }
