@@ -54,6 +54,24 @@ func (o *onWorker) release() {
 	}
 }
 
+// parkAfterFirstCheck waits until db's worker has checked the store and
+// recorded it with no -wal, then parks the worker.
+func parkAfterFirstCheck(t *testing.T, a *Agent, db string) (*worker, *onWorker) {
+	t.Helper()
+	wk := a.worker(db)
+	if wk == nil {
+		t.Fatal("store not watched")
+	}
+	hermestest.Eventually(t, "the agent's first check of the store", 10*time.Second, func() bool {
+		var seen bool
+		if err := wk.do(context.Background(), func() { seen = wk.haveGen && !wk.gen.WAL.Exists }); err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	})
+	return wk, parkWorker(t, wk)
+}
+
 // Chaos seed 1, cycle 724: a writer opened a store with no sidecars; the
 // check that saw its -wal armed the guard on it at once (armOnOpen), and
 // before that check ended the -wal was unlinked, the writer died (the disk
@@ -66,18 +84,7 @@ func (o *onWorker) release() {
 func TestGuardReArmKeepsAnUnlinkedWAL(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, guardOn)
-	wk := a.worker(db)
-	if wk == nil {
-		t.Fatal("store not watched")
-	}
-	hermestest.Eventually(t, "the agent's first check of the store", 10*time.Second, func() bool {
-		var seen bool
-		if err := wk.do(context.Background(), func() { seen = wk.haveGen && !wk.gen.WAL.Exists }); err != nil {
-			t.Fatal(err)
-		}
-		return seen
-	})
-	park := parkWorker(t, wk)
+	wk, park := parkAfterFirstCheck(t, a, db)
 
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "lost", Rate: 300, CheckpointEvery: -1})
 	w1.WaitAcks(t, 20)
@@ -126,15 +133,7 @@ func TestGuardReArmKeepsAnUnlinkedWAL(t *testing.T) {
 func TestGuardReArmLeavesALiveOrphanToItsIncident(t *testing.T) {
 	home, db := testHome(t)
 	a := startAgent(t, home, guardOn)
-	wk := a.worker(db)
-	hermestest.Eventually(t, "the agent's first check of the store", 10*time.Second, func() bool {
-		var seen bool
-		if err := wk.do(context.Background(), func() { seen = wk.haveGen && !wk.gen.WAL.Exists }); err != nil {
-			t.Fatal(err)
-		}
-		return seen
-	})
-	park := parkWorker(t, wk)
+	wk, park := parkAfterFirstCheck(t, a, db)
 	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "orphan", Rate: 300, CheckpointEvery: -1})
 	w1.WaitAcks(t, 20)
 	park.run(func() { wk.guardSync(wk.readGeneration()) })
