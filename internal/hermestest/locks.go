@@ -13,6 +13,7 @@ import (
 type Lock struct {
 	Class      string // POSIX, OFDLCK, FLOCK, ...
 	Mode       string // READ or WRITE
+	PID        int    // the owner; -1 for an OFD lock on older kernels
 	Start, End string // as printed ("EOF" for a lock to the end)
 }
 
@@ -43,7 +44,8 @@ func LocksOn(tb testing.TB, dev, ino uint64) []Lock {
 			continue
 		}
 		if i == ino && unix.Mkdev(uint32(maj), uint32(minr)) == dev {
-			out = append(out, Lock{Class: f[1], Mode: f[3], Start: f[6], End: f[7]})
+			pid, _ := strconv.Atoi(f[4])
+			out = append(out, Lock{Class: f[1], Mode: f[3], PID: pid, Start: f[6], End: f[7]})
 		}
 	}
 	return out
