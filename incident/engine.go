@@ -81,6 +81,19 @@ type Memory interface {
 	ForgetFiles(...holders.KnownFile)
 }
 
+// Keeper keeps copies of an incident's pins outside the agent (the
+// service manager's file descriptor store), so an orphan whose only
+// holder is the agent survives the agent's crash or restart: the next
+// agent's Resume reclaims them. The copies go when the incident no longer
+// needs its pins (captured, finished); an agent that stops leaves them.
+type Keeper interface {
+	Keep(store, incident string, role holders.Role, f *os.File)
+	// Reclaim returns the copies a previous agent kept for incident, now
+	// this agent's to close; they stay in the store until Drop.
+	Reclaim(incident string) []Pin
+	Drop(incident string)
+}
+
 // Metrics is what the engine reports; a nil *supervisor.Metrics is a
 // valid one that does nothing.
 type Metrics interface {
@@ -116,6 +129,7 @@ type Deps struct {
 	Salvage Salvage
 	Scan    Scanner
 	Memory  Memory           // nil: pins are not told to the holder cache
+	Keeper  Keeper           // nil: pins die with the agent
 	Metrics Metrics          // nil: none
 	Config  func() Config    // nil: the defaults
 	Wake    func()           // asks the owner to call Advance soon (a holder exited); nil: none
@@ -220,7 +234,8 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, li := range e.live {
-		e.unpin(li)
+		// The kept copies stay: the next agent resumes with them.
+		e.closePins(li)
 	}
 }
 
@@ -234,11 +249,50 @@ func (e *Engine) pinned(li *live, p *pin) {
 	if e.d.Memory != nil {
 		e.d.Memory.Remember(p.known(e.st.Path))
 	}
+	if li.id != "" {
+		e.keep(li, p)
+	}
 }
 
-// unpin closes li's pins and takes their inodes off the holder cache's
-// list.
+// keep hands a copy of p to the Keeper. Open keeps its pins once the
+// journal has given the incident its id.
+func (e *Engine) keep(li *live, p *pin) {
+	if e.d.Keeper != nil && p.f != nil {
+		e.d.Keeper.Keep(e.st.Path, li.id, p.role, p.f)
+	}
+}
+
+// reclaim adopts the pins a previous agent kept for li (Keeper) that li
+// does not hold already.
+func (e *Engine) reclaim(li *live) {
+	if e.d.Keeper == nil {
+		return
+	}
+	for _, p := range e.d.Keeper.Reclaim(li.id) {
+		if li.pinOf(p.Role) != nil {
+			closeAs(e.st.Path, p.Role, p.File)
+			continue
+		}
+		np := &pin{role: p.Role, id: p.ID, f: p.File, birth: holders.FileBirth(p.File)}
+		li.pins = append(li.pins, np)
+		if e.d.Memory != nil {
+			e.d.Memory.Remember(np.known(e.st.Path))
+		}
+		e.log.Warn("orphan inode pinned again from the copy a previous agent kept", "incident", li.id,
+			"role", string(p.Role), "id", p.ID.String())
+	}
+}
+
+// unpin closes li's pins, takes their inodes off the holder cache's list
+// and drops the copies kept for it: the incident needs them no more.
 func (e *Engine) unpin(li *live) {
+	e.closePins(li)
+	if e.d.Keeper != nil && li.id != "" {
+		e.d.Keeper.Drop(li.id)
+	}
+}
+
+func (e *Engine) closePins(li *live) {
 	if e.d.Memory != nil {
 		for _, p := range li.pins {
 			e.d.Memory.ForgetFiles(p.known(e.st.Path))

@@ -206,13 +206,19 @@ func (li *live) pinOf(role holders.Role) *pin {
 // store.CloseSHM, which waits for those connections.
 func (li *live) closePins(mainPath string) {
 	for _, p := range li.pins {
-		if p.role == holders.RoleSHM {
-			_ = store.CloseSHM(mainPath, p.f)
-			continue
-		}
-		_ = p.f.Close()
+		closeAs(mainPath, p.role, p.f)
 	}
 	li.pins = nil
+}
+
+// closeAs closes f, a file of the store at mainPath in role: a -shm with
+// store.CloseSHM, which keeps the agent's own connections' locks.
+func closeAs(mainPath string, role holders.Role, f *os.File) {
+	if role == holders.RoleSHM {
+		_ = store.CloseSHM(mainPath, f)
+		return
+	}
+	_ = f.Close()
 }
 
 // stamps records the pinned orphan's files that a holder could still

@@ -118,6 +118,9 @@ func (e *Engine) Open(o Opening) {
 		return
 	}
 	li.id, li.state = inc.ID, inc.State
+	for _, p := range li.pins {
+		e.keep(li, p)
+	}
 	for _, p := range o.Orphans {
 		_, fr := o.Frozen[p.Pid]
 		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: !p.MayWrite()})

@@ -14,8 +14,9 @@ import (
 // looked up again by pid and start time: one that still lives is pinned
 // again (it is still stopped if it was frozen: SIGSTOP outlives the
 // agent); the orphan of one that is gone died with the previous agent's
-// pins, unless a capture was already taken (or, for a mispaired store,
-// its quarantined sidecars wait in the staging capture).
+// pins, unless the service manager kept copies of them (Keeper), a
+// capture was already taken (or, for a mispaired store, its quarantined
+// sidecars wait in the staging capture).
 func (e *Engine) Resume(inc journal.Incident) {
 	li := e.fromJournal(inc)
 	if e.st.Kind == store.Hermes {
@@ -28,10 +29,16 @@ func (e *Engine) Resume(inc journal.Incident) {
 	e.record(li, journal.Step{Name: journal.StepResumed, Detail: map[string]any{"state": string(inc.State)}}, nil)
 	e.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
 	if li.state.Rank() >= captured.Rank() {
-		return // the steps after the capture need no holder
+		if e.d.Keeper != nil {
+			e.d.Keeper.Drop(li.id) // the steps after the capture need no pin
+		}
+		return // nor any holder
 	}
 	e.findHolders(li, inc.Detail.Holders)
-	if len(li.holders) == 0 && li.staging == "" {
+	// Copies of the previous agent's pins the service manager kept: the
+	// orphan outlived the agent even where no holder did.
+	e.reclaim(li)
+	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 {
 		if li.early.dir != "" {
 			e.captured(li, li.early.dir) // the capture taken before release is all that is left
 			return

@@ -68,6 +68,9 @@ type Options struct {
 	// not at their open (fanotify permission events): what the agent does
 	// where the kernel has none; for measuring the difference.
 	NoOpenGate bool
+	// Keeper keeps copies of incidents' pins in the service manager's
+	// file descriptor store (nil: pins live as long as the agent).
+	Keeper *PinKeeper
 	// OpenFileLimit is the open-file limit the guards' budget is taken
 	// from (0: the process's RLIMIT_NOFILE; fdlimit.go). For tests.
 	OpenFileLimit int
@@ -269,9 +272,15 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 		return err
 	}
 	a.resumes = map[string][]journal.Incident{}
+	open := map[string]bool{}
 	for _, inc := range unfinished {
 		a.resumes[inc.Store] = append(a.resumes[inc.Store], inc)
+		open[inc.ID] = true
 	}
+	// Pins kept for incidents a previous agent finished after keeping
+	// them (it stopped before the store removed them) hold inodes for
+	// nothing.
+	a.opts.Keeper.DropExcept(open)
 	// The guard pauses in force, read once for every store started now:
 	// one query instead of one per worker (each on its own goroutine,
 	// whose stack SQLite grows and keeps).

@@ -138,6 +138,7 @@ func (w *worker) engine() *incident.Engine {
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
 		Memory:  &a.cache,
+		Keeper:  a.keeper(),
 		Metrics: a.opts.Metrics,
 		Config: func() incident.Config {
 			return incident.Config{Policies: a.policies(s.Path), CaptureMaxBytes: a.captureBudget()}

@@ -27,6 +27,10 @@ func cmdRun(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// The fds the service manager kept for the previous agent (its
+	// incidents' pins, fds 3 and up), marked close-on-exec before any
+	// command agentd runs could inherit them.
+	passed, listenErr := sdnotify.ListenFDs(os.Getenv, os.Getpid())
 	prof := startProfiler()
 	defer prof.stopCPU()
 	if err := requireSQLite(ctx, version.SQLite); err != nil {
@@ -69,15 +73,20 @@ func cmdRun(ctx context.Context, args []string) int {
 		cancel()
 	}()
 	slog.SetDefault(log) // packages that log without a logger of their own
+	if listenErr != nil {
+		log.Warn("fds the service manager passed not all taken", "subsystem", "notify", "err", listenErr)
+	}
+	notify := newServiceNotify(log)
+	keeper := supervisor.NewPinKeeper(notify.n, passed, log)
 	opts := func(c *service.Config) supervisor.Options {
 		o := agentOptions(c, log)
+		o.Keeper = keeper
 		o.Metrics, o.MetricsListen = metrics, c.Metrics.Listen
 		if c.Stall.Timeout.D > 0 {
 			o.Stall = supervisor.NewStallWatch(supervisor.StallConfig{Timeout: c.Stall.Timeout.D, Metrics: metrics})
 		}
 		return o
 	}
-	notify := newServiceNotify(log)
 	// Before READY=1: systemd may send SIGHUP (systemctl reload) as soon
 	// as it has it, and SIGHUP's default action would end the agent.
 	hup := make(chan os.Signal, 1)

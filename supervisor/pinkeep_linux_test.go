@@ -1,0 +1,132 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/control"
+	"github.com/stateguard/stateguard/incident"
+	"github.com/stateguard/stateguard/internal/hermestest"
+	"github.com/stateguard/stateguard/internal/sdnotify"
+	"github.com/stateguard/stateguard/journal"
+)
+
+// handBack is what a service manager passes the next start: a copy of
+// every fd its store keeps, with its name.
+func handBack(t *testing.T, s *sdnotify.FDStore) []sdnotify.ListenedFD {
+	t.Helper()
+	files, _ := s.Files()
+	names := s.Names()
+	var out []sdnotify.ListenedFD
+	for i, f := range files {
+		fd, err := unix.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sdnotify.ListenedFD{Name: names[i], File: os.NewFile(uintptr(fd), names[i])})
+	}
+	return out
+}
+
+// waitNames polls the store until ok accepts its names.
+func waitNames(t *testing.T, s *sdnotify.FDStore, d time.Duration, ok func([]string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		n := s.Names()
+		if ok(n) {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fd store names %v after %v", n, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Seed 2's lost rows: a -wal unlinked from a store nobody has open is held
+// by the agent's guard alone, and the agent stopped before the capture
+// (there: a full disk, then kill -9). Copies of the pins in the service
+// manager's fd store keep the inode alive; the next agent takes them back
+// and the incident resolves with every row, and leaves nothing in the
+// store.
+func TestKeptPinsCarryAnUnlinkedIdleWALAcrossAnAgentStop(t *testing.T) {
+	fds, err := sdnotify.ListenFDStore(filepath.Join(t.TempDir(), "notify.sock"), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fds.Close() })
+	n, err := sdnotify.New(fds.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	home, db := testHome(t)
+	reached, proceed := make(chan struct{}), make(chan struct{})
+	var once, release sync.Once
+	letGo := func() { release.Do(func() { close(proceed) }) }
+	t.Cleanup(letGo)
+	hooks := incident.Hooks{BeforeStep: func(_ string, s journal.State) {
+		if s == journal.StateReleased {
+			once.Do(func() { close(reached); <-proceed })
+		}
+	}}
+	var opts Options
+	a := startAgent(t, home, func(o *Options) {
+		o.Guard, o.Reconcile, o.Hooks = true, time.Hour, hooks
+		o.Keeper = NewPinKeeper(n, nil, nil)
+		opts = *o
+	})
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Count: 60, Rate: 300, CheckpointEvery: -1})
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
+	waitExit(t, w, 20*time.Second)
+	acks := w.Acks(t)
+	if miss := missingAcks(acks, mainOnlyRows(t, db)); len(miss) == 0 {
+		t.Fatal("every row already in the main file: the test cannot tell the unlinked -wal is recovered")
+	}
+	removeSidecars(t, db)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the incident never reached the capture step")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close(context.Background()) }()
+	<-a.quit
+	letGo()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	inc := onlyIncident(t, opts.StateDir, db)
+	if inc.Kind != journal.KindSidecarLost || inc.State != journal.StateReleased || len(inc.Detail.Holders) != 0 {
+		t.Fatalf("stopped before the capture: incident %s %s holders %+v", inc.Kind, inc.State, inc.Detail.Holders)
+	}
+	waitNames(t, fds, 5*time.Second, func(ns []string) bool { return slices.Contains(ns, "pin."+inc.ID+".wal") })
+
+	opts.Hooks = incident.Hooks{}
+	opts.Keeper = NewPinKeeper(n, handBack(t, fds), nil)
+	a2, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a2.Close(context.Background()) })
+	got := waitIncident(t, a2, db, 30*time.Second, journal.StateResolved, journal.StateFailed)
+	if got.ID != inc.ID || got.State != journal.StateResolved {
+		t.Fatalf("after the restart: incident %s %s (%s)", got.ID, got.State, got.Detail.Error)
+	}
+	if miss := missingAcks(acks, captureRows(t, got.Detail.CapturePath)); len(miss) > 0 {
+		t.Fatalf("%d acknowledged rows missing from the capture", len(miss))
+	}
+	checkExactlyOnce(t, acks, dbRows(t, db), time.Time{}, time.Time{})
+	waitNames(t, fds, 5*time.Second, func(ns []string) bool {
+		return !slices.ContainsFunc(ns, func(s string) bool { return strings.HasPrefix(s, "pin.") })
+	})
+}
