@@ -15,7 +15,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/stateguard/stateguard/internal/sdnotify"
 )
+
+// fdStoreMax is the unit's FileDescriptorStoreMax= (service/templates).
+const fdStoreMax = 1024
 
 // agentProc keeps one agentd running, as a service manager would: it
 // restarts it after a kill -9 (after the delay the fault chose) and after
@@ -39,6 +44,10 @@ type agentProc struct {
 
 	client *http.Client
 	done   chan struct{} // keeper ended
+	// fds is the file descriptor store systemd keeps for the unit
+	// (FileDescriptorStoreMax=): agentd's kept pins, handed back at
+	// every start, across kills and restarts alike.
+	fds *sdnotify.FDStore
 
 	stopOnce sync.Once
 	stopErr  error
@@ -109,10 +118,20 @@ func (a *agentProc) start() error {
 	if err != nil {
 		return fmt.Errorf("open agentd log: %w", err)
 	}
-	cmd := exec.Command(a.e.agentd, "run", "--config", a.e.config)
+	if a.fds == nil {
+		if a.fds, err = sdnotify.ListenFDStore(filepath.Join(filepath.Dir(a.e.socket), "notify.sock"), fdStoreMax); err != nil {
+			lf.Close()
+			return err
+		}
+	}
+	files, listen := a.fds.Files()
+	argv := sdnotify.ListenWrapper(a.e.agentd, "run", "--config", a.e.config)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.ExtraFiles = files
 	// Only the temp home: HERMES_HOME wins over ~/.hermes in discovery.
-	cmd.Env = append(os.Environ(), "HERMES_HOME="+a.e.home)
+	cmd.Env = append(os.Environ(), "HERMES_HOME="+a.e.home, sdnotify.EnvSocket+"="+a.fds.Addr)
+	cmd.Env = append(cmd.Env, listen...)
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("start agentd: %w", err)
@@ -254,6 +273,16 @@ func (a *agentProc) stopNow(timeout time.Duration) error {
 			<-a.done
 			return fmt.Errorf("agentd did not stop within %v of SIGTERM; killed", timeout)
 		}
+	}
+}
+
+// closeFDStore closes the store and the pins it keeps, as systemd does
+// when the unit stops for good.
+func (a *agentProc) closeFDStore() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fds != nil {
+		_ = a.fds.Close()
 	}
 }
 

@@ -11,7 +11,12 @@
 // agentd with the default policies, its state directory and control socket
 // inside the temp directory and a 1 s reconcile. Writers that exit (stateguard
 // terminated or killed them, or they failed) are restarted after a short
-// delay, as a service manager would restart a gateway.
+// delay, as a service manager would restart a gateway. For agentd the
+// harness is systemd: it restarts it after a kill, and keeps its file
+// descriptor store (FDSTORE=1 on a $NOTIFY_SOCKET of its own, handed back
+// in $LISTEN_FDS at every start), where agentd keeps copies of its
+// incidents' pins so an orphan only the agent held survives a kill -9.
+// The finish checks that store is empty once every incident settled.
 //
 // Each cycle injects one fault. The first cycles inject every selected kind
 // once, in an order the seed shuffles, then the choice is random, so a short

@@ -42,6 +42,7 @@ func (r *run) finish(ctx context.Context, stopWriters func()) {
 	if err := r.agent.stop(45 * time.Second); err != nil {
 		r.problem("%v", err)
 	}
+	r.agent.closeFDStore()
 	r.mu.Lock()
 	r.rep.AgentRestarts = r.agent.restarts
 	r.rep.AgentCrashes = r.agent.crashes
@@ -128,6 +129,11 @@ func (r *run) checkPinned(ctx context.Context) {
 			r.rep.PinnedUnknown = err.Error()
 			r.mu.Unlock()
 			return
+		}
+		// Pins agentd kept in the service manager's store outlive it:
+		// with every incident settled, none may be left there either.
+		for _, name := range r.agent.fds.Names() {
+			fds = append(fds, "service manager's fd store: "+name)
 		}
 		if len(fds) == 0 {
 			return
