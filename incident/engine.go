@@ -278,7 +278,7 @@ func (e *Engine) reclaim(li *live) {
 		if e.d.Memory != nil {
 			e.d.Memory.Remember(np.known(e.st.Path))
 		}
-		e.log.Warn("orphan inode pinned again from the copy a previous agent kept", "incident", li.id,
+		e.log.Info("orphan inode pinned again from the copy a previous agent kept", "incident", li.id,
 			"role", string(p.Role), "id", p.ID.String())
 	}
 }
