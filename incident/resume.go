@@ -35,8 +35,11 @@ func (e *Engine) Resume(inc journal.Incident) {
 		return // nor any holder
 	}
 	e.findHolders(li, inc.Detail.Holders)
-	// Copies of the previous agent's pins the service manager kept: the
-	// orphan outlived the agent even where no holder did.
+	// The live holders' files first: pinAll takes the pin locks and holds
+	// the checkpoint as at the first pin. Then the copies of the previous
+	// agent's pins the service manager kept, for the files no live holder
+	// has: the orphan outlived the agent even where no holder did.
+	e.pinAll(li)
 	e.reclaim(li)
 	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 {
 		if li.early.dir != "" {
@@ -52,7 +55,6 @@ func (e *Engine) Resume(inc journal.Incident) {
 		e.finish(li, failed, failStep(why))
 		return
 	}
-	e.pinAll(li)
 	preRelease := (li.state.Rank() >= 0 && li.state.Rank() < released.Rank()) ||
 		(li.state == needsAction && li.prev.Rank() >= 0 && li.prev.Rank() < released.Rank())
 	switch {
