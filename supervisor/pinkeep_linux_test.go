@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stateguard/stateguard/control"
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/internal/sdnotify"
@@ -34,6 +36,22 @@ func handBack(t *testing.T, s *sdnotify.FDStore) []sdnotify.ListenedFD {
 		out = append(out, sdnotify.ListenedFD{Name: names[i], File: os.NewFile(uintptr(fd), names[i])})
 	}
 	return out
+}
+
+// fdStore is a service manager's fd store for one test, and a notifier
+// that sends to it.
+func fdStore(t *testing.T) (*sdnotify.FDStore, *sdnotify.Notifier) {
+	t.Helper()
+	fds, err := sdnotify.ListenFDStore(filepath.Join(t.TempDir(), "notify.sock"), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fds.Close() })
+	n, err := sdnotify.New(fds.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fds, n
 }
 
 // waitNames polls the store until ok accepts its names.
@@ -59,16 +77,7 @@ func waitNames(t *testing.T, s *sdnotify.FDStore, d time.Duration, ok func([]str
 // and the incident resolves with every row, and leaves nothing in the
 // store.
 func TestKeptPinsCarryAnUnlinkedIdleWALAcrossAnAgentStop(t *testing.T) {
-	fds, err := sdnotify.ListenFDStore(filepath.Join(t.TempDir(), "notify.sock"), 1024)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fds.Close() })
-	n, err := sdnotify.New(fds.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	fds, n := fdStore(t)
 	home, db := testHome(t)
 	reached, proceed := make(chan struct{}), make(chan struct{})
 	var once, release sync.Once
@@ -129,4 +138,57 @@ func TestKeptPinsCarryAnUnlinkedIdleWALAcrossAnAgentStop(t *testing.T) {
 	waitNames(t, fds, 5*time.Second, func(ns []string) bool {
 		return !slices.ContainsFunc(ns, func(s string) bool { return strings.HasPrefix(s, "pin.") })
 	})
+}
+
+// A resumed incident whose writer still lives (held, stopped) pins the
+// writer's files as the first agent did, with the pin locks that keep the
+// orphan from becoming the last closer, rather than adopting the kept
+// copies, which carry no lock.
+func TestResumePinsALiveHolderWithItsLocksBeforeTheKeptCopies(t *testing.T) {
+	fds, n := fdStore(t)
+	home, db := testHome(t)
+	var opts Options
+	a := startAgent(t, home, func(o *Options) {
+		o.Policies.Replaced = incident.PolicyHold
+		o.Keeper = NewPinKeeper(n, nil, nil)
+		opts = *o
+	})
+	w := startHeldWriter(t, a, db)
+	w.AcksGrow(t, 10)
+	hermestest.RestoreOver(t, db)
+	inc := waitIncident(t, a, db, 10*time.Second, journal.StatePinned)
+	var orphan fileid.ID
+	for _, h := range inc.Detail.Holders {
+		for _, f := range h.Files {
+			if f.Role == string(holders.RoleMain) {
+				orphan = f.ID
+			}
+		}
+	}
+	if orphan == (fileid.ID{}) {
+		t.Fatalf("no orphan main among the journaled holder files: %+v", inc.Detail.Holders)
+	}
+	if len(ofdLocks(t, orphan)) == 0 {
+		t.Fatal("the first agent holds no pin lock on the orphan main: nothing to compare")
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitNames(t, fds, 5*time.Second, func(ns []string) bool { return slices.Contains(ns, "pin."+inc.ID+".main") })
+	if l := ofdLocks(t, orphan); len(l) != 0 {
+		t.Fatalf("locks on the orphan main with no agent running: %+v", l)
+	}
+	if hermestest.StateOf(w.Pid) != 'T' {
+		t.Fatal("the held writer is not stopped across the agent's stop")
+	}
+
+	opts.Keeper = NewPinKeeper(n, handBack(t, fds), nil)
+	a2, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a2.Close(context.Background()) })
+	if l := ofdLocks(t, orphan); len(l) != 1 || l[0] != (ofdLock{"READ", "1073741826", "1073742335"}) {
+		t.Fatalf("the resumed incident's lock on the orphan main: %+v, want the SHARED range", l)
+	}
 }
