@@ -32,6 +32,7 @@ import (
 type Cache struct {
 	mu    sync.Mutex
 	rule  Rule
+	kept  func(pid int, id fileid.ID) bool // Options.Kept
 	last  *Result
 	procs map[int]Process // metadata by pid, reused while StartTicks match
 	// refs counts the stores whose holders list each pid in procs, so
@@ -85,6 +86,14 @@ func (c *Cache) SetRule(r Rule) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rule = r
+}
+
+// SetKept names the files processes hold on the agent's behalf
+// (Options.Kept); set before the first scan.
+func (c *Cache) SetKept(kept func(pid int, id fileid.ID) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kept = kept
 }
 
 // Rule is the verdict rule in effect.
@@ -239,7 +248,7 @@ func (c *Cache) options(targets []Target, unchanged []bool) (Options, map[int]Pr
 	// last, for every scan: a read that finds what the last one did is
 	// that read (the same pathStat), so the next full scan may still
 	// reuse the store's result (a targeted scan reads its store too).
-	o := Options{Rule: c.rule.orDefault(), last: make([]*pathStat, len(targets))}
+	o := Options{Rule: c.rule.orDefault(), Kept: c.kept, last: make([]*pathStat, len(targets))}
 	if unchanged != nil {
 		o.prev, o.prevRes = c.lastWatch, c.last
 		o.reuse = make([]*pathStat, len(targets))

@@ -49,7 +49,7 @@ func (c *collector) add(p Process, hs []holding) {
 	for i := range c.w.targets {
 		var files []Held
 		for _, h := range hs {
-			if h.store == i {
+			if h.store == i && (c.opts.Kept == nil || !c.opts.Kept(p.Pid, h.held.ID)) {
 				files = append(files, h.held)
 			}
 		}

@@ -330,6 +330,10 @@ type KnownFile struct {
 type Options struct {
 	Rule  Rule
 	Known []KnownFile
+	// Kept reports the files a process holds on the agent's behalf: the
+	// service manager's copies of the agent's pins (FDSTORE=1). They are
+	// no holding of that process, as the agent's own fds are none.
+	Kept func(pid int, id fileid.ID) bool
 	// reuse are earlier reads of targets' paths that the caller vouches
 	// are still true (Cache.ScanReusing), by index in the targets (nil
 	// entries, or a nil slice: read).

@@ -168,6 +168,10 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger.With("subsystem", "supervisor"), workers: map[string]*worker{}, started: time.Now(),
 		verdicts: map[string]holders.Verdict{}, reconcileC: make(chan struct{}, 1), rediscoverC: make(chan struct{}, 1), quit: make(chan struct{})}
 	a.cache.SetRule(opts.Verdict)
+	if opts.Keeper != nil {
+		// The service manager's copies of the pins are the agent's own.
+		a.cache.SetKept(opts.Keeper.Kept)
+	}
 	a.guardBudget = guardBudget(opts.OpenFileLimit)
 	a.live.Store(reloadOf(opts))
 	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it

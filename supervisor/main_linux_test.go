@@ -12,7 +12,8 @@ import (
 // The agent runs with SQLite's OFD locking, as agentd's main switches it
 // before its first SQLite open. The test binary doubles as the foreign
 // writer of the rewrite benchmark (bench_rewrite_test.go) and the forking
-// restore tool of rewrite_toolstart_linux_test.go.
+// restore tool of rewrite_toolstart_linux_test.go, and the service
+// manager keeping the agent's pins of pinkeep_linux_test.go.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(foreignWriterEnv); path != "" {
 		os.Exit(foreignWriterMain(path))
@@ -25,6 +26,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(holdFDEnv) != "" {
 		os.Exit(holdFDMain())
+	}
+	if sock := os.Getenv(fdStoreEnv); sock != "" {
+		os.Exit(fdStoreMain(sock))
 	}
 	hermestest.RunWithOFDLocks(m)
 }

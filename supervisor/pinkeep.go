@@ -3,8 +3,10 @@ package supervisor
 import (
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -27,10 +29,23 @@ type PinKeeper struct {
 	n   *sdnotify.Notifier
 	log *slog.Logger
 
+	// manager is the service manager's pid (agentd's parent): the
+	// process that holds the copies.
+	manager int
+
 	mu     sync.Mutex
 	handed map[string][]incident.Pin  // passed at start, by incident
 	stored map[string]map[string]bool // fd store names in use, by incident
+	// ids are the inodes of the copies, by incident; gone are those of
+	// dropped copies, until the manager has surely closed them.
+	ids  map[string][]fileid.ID
+	gone map[fileid.ID]time.Time
 }
+
+// dropGrace is how long a dropped copy's inode is still taken for the
+// manager's: FDSTOREREMOVE=1 is a datagram the manager acts on a moment
+// later, and a scan meanwhile must not find the manager holding it.
+const dropGrace = 10 * time.Second
 
 const pinNamePrefix = "pin."
 
@@ -63,13 +78,16 @@ func NewPinKeeper(n *sdnotify.Notifier, passed []sdnotify.ListenedFD, log *slog.
 	if log == nil {
 		log = slog.Default()
 	}
-	k := &PinKeeper{n: n, log: log.With("subsystem", "pinkeep"), handed: map[string][]incident.Pin{}, stored: map[string]map[string]bool{}}
+	k := &PinKeeper{n: n, log: log.With("subsystem", "pinkeep"), manager: os.Getppid(), handed: map[string][]incident.Pin{},
+		stored: map[string]map[string]bool{}, ids: map[string][]fileid.ID{}, gone: map[fileid.ID]time.Time{}}
 	for _, p := range passed {
 		id, role, ok := parsePinName(p.Name)
 		var st unix.Stat_t
 		if ok && unix.Fstat(int(p.File.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			k.handed[id] = append(k.handed[id], incident.Pin{Role: role, ID: fileid.FromStat(&st), File: p.File})
+			fid := fileid.FromStat(&st)
+			k.handed[id] = append(k.handed[id], incident.Pin{Role: role, ID: fid, File: p.File})
 			k.name(id, p.Name)
+			k.ids[id] = append(k.ids[id], fid)
 			continue
 		}
 		k.log.Warn("dropping an fd the service manager passed that is no incident's pin", "name", p.Name)
@@ -103,6 +121,17 @@ func (k *PinKeeper) Keep(mainPath, id string, role holders.Role, f *os.File) {
 		k.log.Warn("pin not kept by the service manager; it lives only as long as the agent", "incident", id, "role", string(role), "err", err)
 		return
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(c.Fd()), &st); err != nil {
+		c.Close() // not the agent's only fd on a -shm: f stays open
+		k.log.Warn("pin not kept by the service manager; it lives only as long as the agent", "incident", id, "role", string(role), "err", err)
+		return
+	}
+	// Known before the manager has it: no scan may find the manager
+	// holding the copy as a process of its own.
+	k.mu.Lock()
+	k.ids[id] = append(k.ids[id], fileid.FromStat(&st))
+	k.mu.Unlock()
 	err = k.n.StoreFDs(name, c)
 	// Closing our copy of a -shm would drop the agent's connections'
 	// POSIX locks on it (store.CloseSHM).
@@ -142,6 +171,17 @@ func (k *PinKeeper) Drop(id string) {
 	ps, names := k.handed[id], k.stored[id]
 	delete(k.handed, id)
 	delete(k.stored, id)
+	now := time.Now()
+	for fid, until := range k.gone {
+		if now.After(until) {
+			delete(k.gone, fid)
+		}
+	}
+	until := now.Add(dropGrace)
+	for _, fid := range k.ids[id] {
+		k.gone[fid] = until
+	}
+	delete(k.ids, id)
 	k.mu.Unlock()
 	for _, p := range ps {
 		p.File.Close() // a copy passed at start: no lock of the agent's on it
@@ -151,6 +191,27 @@ func (k *PinKeeper) Drop(id string) {
 			k.log.Warn("kept pin not removed from the service manager's store", "incident", id, "name", name, "err", err)
 		}
 	}
+}
+
+// Kept reports whether the file pid holds is a copy of a pin this
+// agent, or the one before it, kept (holders.Options.Kept).
+func (k *PinKeeper) Kept(pid int, id fileid.ID) bool {
+	if k == nil || pid != k.manager {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ids := range k.ids {
+		if slices.Contains(ids, id) {
+			return true
+		}
+	}
+	until, ok := k.gone[id]
+	if ok && time.Now().After(until) {
+		delete(k.gone, id)
+		return false
+	}
+	return ok
 }
 
 // DropExcept drops the copies of every incident not in keep: those whose

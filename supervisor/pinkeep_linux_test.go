@@ -2,7 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -190,5 +193,84 @@ func TestResumePinsALiveHolderWithItsLocksBeforeTheKeptCopies(t *testing.T) {
 	t.Cleanup(func() { a2.Close(context.Background()) })
 	if l := ofdLocks(t, orphan); len(l) != 1 || l[0] != (ofdLock{"READ", "1073741826", "1073742335"}) {
 		t.Fatalf("the resumed incident's lock on the orphan main: %+v, want the SHARED range", l)
+	}
+}
+
+// fdStoreEnv makes the test binary a service manager's fd store on the
+// socket it names, until its stdin closes: the process that holds the
+// agent's pin copies, as systemd does.
+const fdStoreEnv = "STATEGUARD_TEST_FDSTORE"
+
+func fdStoreMain(sock string) int {
+	s, err := sdnotify.ListenFDStore(sock, 1024)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer s.Close()
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// managerKeeper is a PinKeeper whose copies another process keeps (the
+// test binary as fdStoreMain): the agent's scans see that process hold
+// them, as they see systemd.
+func managerKeeper(t *testing.T) *PinKeeper {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fdStoreEnv+"="+sock)
+	_, out := hermestest.StartPiped(t, cmd)
+	if l := hermestest.FirstLine(t, "the fd store", out, 30*time.Second); l != "ready" {
+		t.Fatalf("fd store said %q", l)
+	}
+	n, err := sdnotify.New(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := NewPinKeeper(n, nil, nil)
+	k.manager = cmd.Process.Pid
+	return k
+}
+
+// The copies of a rewritten store's pins are copies of its current -wal
+// and -shm, which the quarantine moves aside once no new opener holds
+// them. Held by the service manager, they are no opener: before the
+// agent told its scans so (holders.Options.Kept), chaos seed 2's first
+// cp over the main waited for the manager the whole 10 s, left the old
+// sidecars in place, and the store was malformed.
+func TestKeptPinsAreNoHolderOfTheManager(t *testing.T) {
+	needFanotify(t)
+	for _, tc := range []struct {
+		name, script string
+		kind         journal.Kind
+	}{
+		{"cp", "cp backup.db state.db", journal.KindRewritten},
+		{"mv aside, then cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := managerKeeper(t)
+			// The manager already keeps a copy of the live main (an
+			// earlier incident's, say) when the tool runs: a full scan
+			// has seen it, so every targeted scan of the store looks at
+			// the manager again.
+			earlier := func(a *Agent, db string, _ *hermestest.Writer, run func()) {
+				f, err := os.Open(db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k.Keep(db, "20261207T000000Z-000000", holders.RoleMain, f)
+				f.Close() // the test's SQLite connections use OFD locks
+				a.fullScan()
+				run()
+			}
+			inc := toolScenarioWith(t, tc.script, tc.kind, hostWriter, hermestest.WriterOptions{},
+				func(o *Options) { guardOn(o); o.Keeper = k }, earlier)
+			wantConfirmed(t, inc)
+			if strings.Contains(inc.Detail.Error, "joined") {
+				t.Fatalf("incident note: %s", inc.Detail.Error)
+			}
+		})
 	}
 }

@@ -159,8 +159,16 @@ func toolScenario(t *testing.T, script string, kind journal.Kind,
 func toolScenarioAround(t *testing.T, script string, kind journal.Kind,
 	start func(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer, o hermestest.WriterOptions,
 	around func(a *Agent, db string, w *hermestest.Writer, run func())) journal.Incident {
+	return toolScenarioWith(t, script, kind, start, o, guardOn, around)
+}
+
+// toolScenarioWith is toolScenarioAround with the agent's options set by
+// opts.
+func toolScenarioWith(t *testing.T, script string, kind journal.Kind,
+	start func(t *testing.T, home, db string, o hermestest.WriterOptions) *hermestest.Writer, o hermestest.WriterOptions,
+	opts func(*Options), around func(a *Agent, db string, w *hermestest.Writer, run func())) journal.Incident {
 	home, db := testHome(t)
-	a := startAgent(t, home, guardOn)
+	a := startAgent(t, home, opts)
 	o.Rate, o.Linger = 200, true
 	w := start(t, home, db, o)
 	waitHolder(t, a, db, w.Pid)
