@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,25 +65,6 @@ func (n *Notifier) RemoveFDs(name string) error {
 		return fmt.Errorf("%w: %q", ErrFDName, name)
 	}
 	return n.send("FDSTOREREMOVE=1\nFDNAME="+name+"\n", nil)
-}
-
-// send writes one datagram with oob (the fds) from an unconnected socket:
-// Go's net refuses a message with control data on a connected one.
-func (n *Notifier) send(msg string, oob []byte) error {
-	fd, err := dgramSocket()
-	if err != nil {
-		return fmt.Errorf("notify %s: socket: %w", n.addr.Name, err)
-	}
-	defer unix.Close(fd)
-	// A manager that stopped reading must not hold up the agent.
-	tv := unix.NsecToTimeval(time.Second.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
-	}
-	if err := unix.Sendmsg(fd, []byte(msg), oob, &unix.SockaddrUnix{Name: n.addr.Name}, 0); err != nil {
-		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
-	}
-	return nil
 }
 
 // ListenedFD is one fd the service manager passed at start.

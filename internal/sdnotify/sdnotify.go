@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The environment variables systemd passes to a notify service. Clear
@@ -82,23 +84,30 @@ func (n *Notifier) Socket() string {
 }
 
 // Notify sends the messages as one datagram, so systemd applies them
-// together (a STATUS= with its READY=1). Each call dials afresh, as
-// sd_notify does: a socket systemd re-created (daemon-reexec) is found
-// again by its name.
+// together (a STATUS= with its READY=1). Each call uses a socket of its
+// own, as sd_notify does: a socket systemd re-created (daemon-reexec) is
+// found again by its name.
 func (n *Notifier) Notify(msgs ...string) error {
 	if n == nil || len(msgs) == 0 {
 		return nil
 	}
-	conn, err := net.DialUnix("unixgram", nil, n.addr)
+	return n.send(strings.Join(msgs, "\n")+"\n", nil)
+}
+
+// send writes one datagram, with oob (fds) when given, from an
+// unconnected socket: Go's net refuses control data on a connected one.
+func (n *Notifier) send(msg string, oob []byte) error {
+	fd, err := dgramSocket()
 	if err != nil {
-		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
+		return fmt.Errorf("notify %s: socket: %w", n.addr.Name, err)
 	}
-	defer conn.Close()
+	defer unix.Close(fd)
 	// A manager that stopped reading must not hold up the agent.
-	if err := conn.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+	tv := unix.NsecToTimeval(time.Second.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
 		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
 	}
-	if _, err := conn.Write([]byte(strings.Join(msgs, "\n") + "\n")); err != nil {
+	if err := unix.Sendmsg(fd, []byte(msg), oob, &unix.SockaddrUnix{Name: n.addr.Name}, 0); err != nil {
 		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
 	}
 	return nil
