@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
@@ -28,15 +26,13 @@ import (
 // every fd its store keeps, with its name.
 func handBack(t *testing.T, s *sdnotify.FDStore) []sdnotify.ListenedFD {
 	t.Helper()
-	files, _ := s.Files()
-	names := s.Names()
+	files, _, err := s.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []sdnotify.ListenedFD
-	for i, f := range files {
-		fd, err := unix.Dup(int(f.Fd()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, sdnotify.ListenedFD{Name: names[i], File: os.NewFile(uintptr(fd), names[i])})
+	for _, f := range files {
+		out = append(out, sdnotify.ListenedFD{Name: f.Name(), File: f})
 	}
 	return out
 }

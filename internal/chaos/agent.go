@@ -124,7 +124,17 @@ func (a *agentProc) start() error {
 			return err
 		}
 	}
-	files, listen := a.fds.Files()
+	files, listen, err := a.fds.Files()
+	if err != nil {
+		lf.Close()
+		return err
+	}
+	// The child has its own copies once started; ours go either way.
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	argv := sdnotify.ListenWrapper(a.e.agentd, "run", "--config", a.e.config)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf

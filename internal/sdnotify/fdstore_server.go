@@ -101,17 +101,30 @@ func (s *FDStore) Names() []string {
 	return append([]string(nil), s.names...)
 }
 
-// Files are the kept fds in order, for exec.Cmd.ExtraFiles (fd 3 on), and
-// the environment that names them. LISTEN_PID must be the child's pid,
-// which only the child knows: start it through ListenWrapper.
-func (s *FDStore) Files() ([]*os.File, []string) {
+// Files are copies of the kept fds in order, for exec.Cmd.ExtraFiles
+// (fd 3 on), and the environment that names them; the caller closes the
+// copies (the store may close its own at any time on FDSTOREREMOVE=1).
+// LISTEN_PID must be the child's pid, which only the child knows: start
+// it through ListenWrapper.
+func (s *FDStore) Files() ([]*os.File, []string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.files) == 0 {
-		return nil, nil
+		return nil, nil, nil
+	}
+	out := make([]*os.File, 0, len(s.files))
+	for i, f := range s.files {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			for _, c := range out {
+				c.Close()
+			}
+			return nil, nil, fmt.Errorf("copy kept fd %s: %w", s.names[i], err)
+		}
+		out = append(out, os.NewFile(uintptr(fd), s.names[i]))
 	}
 	env := []string{fmt.Sprintf("%s=%d", EnvListenFDs, len(s.files)), EnvListenFDNames + "=" + strings.Join(s.names, ":")}
-	return append([]*os.File(nil), s.files...), env
+	return out, env, nil
 }
 
 // ListenWrapper prefixes argv so the started program sees LISTEN_PID set

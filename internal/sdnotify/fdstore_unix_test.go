@@ -88,7 +88,15 @@ func TestFDStoreHandsKeptFilesToTheNextStart(t *testing.T) {
 	f.Close()
 	os.Remove(path)
 
-	files, env := s.Files()
+	files, env, err := s.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	argv := ListenWrapper(os.Args[0], "-test.run=^$")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.ExtraFiles = files
