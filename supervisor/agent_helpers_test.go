@@ -198,3 +198,23 @@ func checkExactlyOnce(t *testing.T, acks []hermestest.Ack, rows map[string]int, 
 		t.Fatalf("of %d acks: lost %v, duplicated %v, rolled-back rows re-added %v", len(acks), lost, dup, readded)
 	}
 }
+
+// closeAtHeldStep stops the agent while an incident step is held: it
+// waits until the step's hook says reached, begins Close (which waits for
+// the step), lets the step go on with letGo and waits for Close. The
+// journal then says where a stopped agent left the incident.
+func closeAtHeldStep(t *testing.T, a *Agent, reached <-chan struct{}, letGo func(), step string) {
+	t.Helper()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the incident never reached %s", step)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close(context.Background()) }()
+	<-a.quit // Close has begun, and waits for the step
+	letGo()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

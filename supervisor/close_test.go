@@ -58,18 +58,7 @@ func closeMidStep(t *testing.T, state journal.State, point string) {
 	w := startHeldWriter(t, a, db)
 	w.AcksGrow(t, 10)
 	renamed := hermestest.RestoreOver(t, db)
-	select {
-	case <-reached:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the incident never reached %s", state)
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- a.Close(context.Background()) }()
-	<-a.quit // Close has begun, and waits for the step
-	letGo()
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
+	closeAtHeldStep(t, a, reached, letGo, string(state))
 
 	inc := onlyIncident(t, opts.StateDir, db)
 	next := map[journal.State]journal.State{journal.StateFrozen: journal.StatePinned, journal.StatePinned: journal.StateReleased,

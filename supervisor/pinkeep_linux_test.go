@@ -101,18 +101,7 @@ func TestKeptPinsCarryAnUnlinkedIdleWALAcrossAnAgentStop(t *testing.T) {
 		t.Fatal("every row already in the main file: the test cannot tell the unlinked -wal is recovered")
 	}
 	removeSidecars(t, db)
-	select {
-	case <-reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the incident never reached the capture step")
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- a.Close(context.Background()) }()
-	<-a.quit
-	letGo()
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
+	closeAtHeldStep(t, a, reached, letGo, "the capture step")
 	inc := onlyIncident(t, opts.StateDir, db)
 	if inc.Kind != journal.KindSidecarLost || inc.State != journal.StateReleased || len(inc.Detail.Holders) != 0 {
 		t.Fatalf("stopped before the capture: incident %s %s holders %+v", inc.Kind, inc.State, inc.Detail.Holders)

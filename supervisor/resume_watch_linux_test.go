@@ -64,18 +64,7 @@ func TestResumedStepsComeAfterTheFirstCheck(t *testing.T) {
 	w := startHeldWriter(t, a, db)
 	w.AcksGrow(t, 10)
 	hermestest.RestoreOver(t, db)
-	select {
-	case <-reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the incident never reached its divert")
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- a.Close(context.Background()) }()
-	<-a.quit
-	letGo()
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
+	closeAtHeldStep(t, a, reached, letGo, "its divert")
 	if inc := onlyIncident(t, opts.StateDir, db); inc.State != journal.StateCaptured {
 		t.Fatalf("incident %s, want it left captured", inc.State)
 	}
