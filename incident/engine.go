@@ -91,7 +91,9 @@ type Keeper interface {
 	// Reclaim returns the copies a previous agent kept for incident, now
 	// this agent's to close; they stay in the store until Drop.
 	Reclaim(incident string) []Pin
-	Drop(incident string)
+	// Drop removes the copies kept for incident, a store's, and closes
+	// those reclaimed by none (a -shm's through store.CloseSHM).
+	Drop(store, incident string)
 }
 
 // Metrics is what the engine reports; a nil *supervisor.Metrics is a
@@ -288,7 +290,7 @@ func (e *Engine) reclaim(li *live) {
 func (e *Engine) unpin(li *live) {
 	e.closePins(li)
 	if e.d.Keeper != nil && li.id != "" {
-		e.d.Keeper.Drop(li.id)
+		e.d.Keeper.Drop(e.st.Path, li.id)
 	}
 }
 

@@ -30,7 +30,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 	e.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
 	if li.state.Rank() >= captured.Rank() {
 		if e.d.Keeper != nil {
-			e.d.Keeper.Drop(li.id) // the steps after the capture need no pin
+			e.d.Keeper.Drop(e.st.Path, li.id) // the steps after the capture need no pin
 		}
 		return // nor any holder
 	}

@@ -121,9 +121,17 @@ func (k *PinKeeper) Keep(mainPath, id string, role holders.Role, f *os.File) {
 		k.log.Warn("pin not kept by the service manager; it lives only as long as the agent", "incident", id, "role", string(role), "err", err)
 		return
 	}
+	defer func() {
+		// Closing our copy of a -shm would drop the agent's connections'
+		// POSIX locks on it (store.CloseSHM).
+		if role == holders.RoleSHM {
+			_ = store.CloseSHM(mainPath, c)
+		} else {
+			c.Close()
+		}
+	}()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(c.Fd()), &st); err != nil {
-		c.Close() // not the agent's only fd on a -shm: f stays open
 		k.log.Warn("pin not kept by the service manager; it lives only as long as the agent", "incident", id, "role", string(role), "err", err)
 		return
 	}
@@ -133,13 +141,6 @@ func (k *PinKeeper) Keep(mainPath, id string, role holders.Role, f *os.File) {
 	k.ids[id] = append(k.ids[id], fileid.FromStat(&st))
 	k.mu.Unlock()
 	err = k.n.StoreFDs(name, c)
-	// Closing our copy of a -shm would drop the agent's connections'
-	// POSIX locks on it (store.CloseSHM).
-	if role == holders.RoleSHM {
-		_ = store.CloseSHM(mainPath, c)
-	} else {
-		c.Close()
-	}
 	if err != nil {
 		k.log.Warn("pin not kept by the service manager; it lives only as long as the agent", "incident", id, "role", string(role), "err", err,
 			"hint", "the unit needs FileDescriptorStoreMax= (agentd install --force writes it)")
@@ -162,8 +163,9 @@ func (k *PinKeeper) Reclaim(id string) []incident.Pin {
 	return ps
 }
 
-// Drop removes id's copies from the store and closes any not reclaimed.
-func (k *PinKeeper) Drop(id string) {
+// Drop removes id's copies from the store and closes any not reclaimed;
+// mainPath is the incident's store, for a -shm's close.
+func (k *PinKeeper) Drop(mainPath, id string) {
 	if k == nil {
 		return
 	}
@@ -184,7 +186,13 @@ func (k *PinKeeper) Drop(id string) {
 	delete(k.ids, id)
 	k.mu.Unlock()
 	for _, p := range ps {
-		p.File.Close() // a copy passed at start: no lock of the agent's on it
+		// Any close of a -shm fd drops this process's POSIX locks on it,
+		// its SQLite connections' read marks included.
+		if p.Role == holders.RoleSHM {
+			_ = store.CloseSHM(mainPath, p.File)
+		} else {
+			p.File.Close()
+		}
 	}
 	for name := range names {
 		if err := k.n.RemoveFDs(name); err != nil {
@@ -229,7 +237,9 @@ func (k *PinKeeper) DropExcept(keep map[string]bool) {
 	}
 	k.mu.Unlock()
 	for _, id := range gone {
-		k.Drop(id)
+		// At start: no connection of the agent's is open on any store,
+		// so a -shm copy closes at once whatever its store.
+		k.Drop("", id)
 	}
 }
 
