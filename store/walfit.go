@@ -43,10 +43,10 @@ type walFrame struct {
 // a WAL that belongs to its main, and a rewrite of the main breaks them:
 //   - pages whose newest committed image is in a frame a checkpoint
 //     already copied (up to the wal-index's nBackfill) equal the main's;
-//   - SQLite bumps page 1's change counter by one from the page 1 it read
-//     at each write of page 1, so the main's counter is one less than
-//     the WAL's first page-1 image (nothing of page 1 copied yet) or equal
-//     to one of them (copied);
+//   - SQLite writes page 1's change counter as the one it last read plus
+//     one, so the WAL's first page-1 image carries the main's counter or
+//     one more (nothing of page 1 copied yet), or the main's page 1 is
+//     one of those images (copied);
 //   - every page of the last commit's database that no frame holds is in
 //     the main, which has the WAL's page size.
 //
@@ -194,34 +194,62 @@ func (c *fitCheck) pageCount() string {
 	return ""
 }
 
-// page1 checks the main's change counter against the WAL's page-1
-// images; ran is false when the WAL has none.
+// page1 checks the main's page 1 against the WAL's page-1 images; ran
+// is false when the WAL has none. With no image copied yet (none up to
+// nBackfill), the first image's change counter is the main's or one
+// more; otherwise (or besides) the main's page 1 is, byte for byte,
+// the newest copied image or a later one (a checkpoint under way or
+// interrupted past nBackfill). A counter merely equal to some image's
+// is no proof: a backup taken a few commits back has one.
 func (c *fitCheck) page1(mh MainHeader) (why string, ran bool, err error) {
-	var counters []uint32
+	type img struct {
+		idx     int
+		counter uint32
+	}
+	var imgs []img
 	b := make([]byte, 4)
-	for _, f := range c.frames {
+	copied := -1 // the newest image a checkpoint has copied, by index in imgs
+	for i, f := range c.frames {
 		if f.page != 1 {
 			continue
 		}
 		if _, err := c.wal.ReadAt(b, f.off+WALFrameHeaderSize+24); err != nil {
-			return "", false, fmt.Errorf("read wal frame at %d: %w", f.off, err)
+			return "", false, fmt.Errorf("read wal frame %d: %w", i+1, err)
 		}
-		counters = append(counters, binary.BigEndian.Uint32(b))
+		if c.bl.IndexOK && uint32(i) < c.bl.Backfilled {
+			copied = len(imgs)
+		}
+		imgs = append(imgs, img{i, binary.BigEndian.Uint32(b)})
 	}
-	if len(counters) == 0 {
+	if len(imgs) == 0 {
 		return "", false, nil
 	}
+	// A connection writes the counter of the page 1 it last read plus
+	// one, and keeps its cached page 1 across its own commits and a WAL
+	// restart: the first image after a restart repeats the counter the
+	// checkpoint copied, unless another connection wrote page 1 last.
 	mc := mh.FileChangeCounter // an empty main: 0, as SQLite reads it
-	if mc+1 == counters[0] {
+	if copied < 0 && (imgs[0].counter == mc || imgs[0].counter == mc+1) {
 		return "", true, nil
 	}
-	for _, x := range counters {
-		if x == mc {
-			return "", true, nil
+	ps := int(c.h.PageSize)
+	cur, im := make([]byte, ps), make([]byte, ps)
+	if n, _ := c.main.ReadAt(cur, 0); n == ps {
+		for _, x := range imgs[max(copied, 0):] {
+			if _, err := c.wal.ReadAt(im, c.frames[x.idx].off+WALFrameHeaderSize); err != nil {
+				return "", false, fmt.Errorf("read wal frame %d: %w", x.idx+1, err)
+			}
+			if bytes.Equal(cur, im) {
+				return "", true, nil
+			}
 		}
 	}
-	return fmt.Sprintf("the main's change counter is %d; the WAL's page-1 images (%d of them) were written over %d and carry %d to %d",
-		mc, len(counters), counters[0]-1, counters[0], counters[len(counters)-1]), true, nil
+	if copied >= 0 {
+		return fmt.Sprintf("the main's page 1 (change counter %d) is none of the WAL's page-1 images from frame %d on, which a checkpoint copied into it (%d frames backfilled)",
+			mc, imgs[copied].idx+1, c.bl.Backfilled), true, nil
+	}
+	return fmt.Sprintf("the main's change counter is %d and its page 1 none of the WAL's %d page-1 images, the first written over counter %d",
+		mc, len(imgs), imgs[0].counter-1), true, nil
 }
 
 // backfilled compares the main with every page whose newest image is in

