@@ -106,3 +106,16 @@ func (e *Engine) holdCheckpoint(li *live, shm *os.File) {
 		e.log.Warn("orphan checkpoints not held off", "incident", li.id, "err", err)
 	}
 }
+
+// foundLate sets what an incident found at start cuts by
+// (Opening.FoundLate): the change happened after o.ChangedAfter. A
+// rewritten main keeps its inode, so its ctime dates the last write, not
+// the rewrite; a replaced main's ctime is the replacement's (and is
+// later than ChangedAfter), so it stays.
+func foundLate(li *live, o Opening) {
+	if li.kind == journal.KindRewritten || li.replacedAt.Before(o.ChangedAfter) {
+		li.replacedAt = o.ChangedAfter
+	}
+	li.cutLate = false // the cut is the journaled position, exact in frames
+	li.cutWanted = o.Cut != nil && cutKind(li.kind)
+}

@@ -59,6 +59,17 @@ type Opening struct {
 	// through the guard's fds (replaced, mispaired) or by the rewrite gate
 	// at the rewriter's open (rewritten); nil when unknown.
 	Cut *store.WALCut
+	// FoundLate: the change happened while no agent ran and was found at
+	// start (supervisor/whiledown.go). It happened after ChangedAfter,
+	// the last position the journal has for the store (the Unix epoch
+	// when there is none: every row the live store lacks is replayed), and
+	// Cut, when set, is that position: frames up to it were committed
+	// before the agent stopped. No cut is read later at the pins: frames
+	// committed while no agent ran would count as rolled back.
+	FoundLate    bool
+	ChangedAfter time.Time
+	// Evidence says what showed the change (journaled with the incident).
+	Evidence string
 }
 
 // Pin is an fd the agent holds on one file of an orphaned generation.
@@ -98,6 +109,9 @@ func (e *Engine) Open(o Opening) {
 		li.rewriter = &ref
 	}
 	li.cutLate = o.Kind == journal.KindRewritten && !frozenBefore(o)
+	if o.FoundLate {
+		foundLate(li, o)
+	}
 	if o.Cut != nil && li.cutWanted {
 		li.cut = &recovery.FrameCut{WALCut: *o.Cut, At: li.cutTime()}
 	}
@@ -177,7 +191,10 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	var cut *journal.WALCutRecord
 	if li.cut != nil {
 		source := "guard"
-		if o.Kind == journal.KindRewritten {
+		switch {
+		case o.FoundLate:
+			source = "journal" // the position journaled before the agent stopped
+		case o.Kind == journal.KindRewritten:
 			source = "gate" // read at the rewriter's open
 		}
 		cut = cutRecord(li.cut, source)
@@ -191,7 +208,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		// The cut the divert uses, as computed here: a resumed incident
 		// must divert with the same one, or the divert refuses.
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
-			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed, WALCut: cut},
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed, WALCut: cut, Evidence: o.Evidence},
 	}
 }
 

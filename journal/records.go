@@ -49,7 +49,10 @@ type IncidentDetail struct {
 	// Salvage is what was read from the capture's WAL page images when its
 	// WAL fit no main, and what could not be.
 	Salvage *SalvageRecord `json:"salvage,omitempty"`
-	Extra   map[string]any `json:"extra,omitempty"`
+	// Evidence is what showed an incident found at start (a change made
+	// while no agent ran): the check that failed, or the holders found.
+	Evidence string         `json:"evidence,omitempty"`
+	Extra    map[string]any `json:"extra,omitempty"`
 }
 
 // SalvageRecord counts what a salvage from a WAL's page images read,

@@ -20,6 +20,7 @@ type WALPosition struct {
 	Main        fileid.ID `json:"main"`
 	MainSize    int64     `json:"main_size"`
 	MainCounter uint32    `json:"main_counter"` // the main header's change counter
+	MainPage1   uint64    `json:"main_page1"`   // a hash of the main's page 1 (FNV-1a)
 	WAL         fileid.ID `json:"wal"`
 	Salt1       uint32    `json:"salt1"`
 	Salt2       uint32    `json:"salt2"`
@@ -35,25 +36,30 @@ func (p WALPosition) SameAs(q WALPosition) bool {
 	return p == q
 }
 
-// RecordWALPosition stores p as its store's last position.
-func (j *Journal) RecordWALPosition(ctx context.Context, p WALPosition) error {
+// RecordWALPositions stores each p as its store's last position, in one
+// transaction (the agent's stop journals every store's at once).
+func (j *Journal) RecordWALPositions(ctx context.Context, ps ...WALPosition) error {
 	err := j.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO wal_positions
-			(store, main_dev, main_ino, main_size, main_counter, wal_dev, wal_ino, salt1, salt2, frame, backfilled, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.Store, int64(p.Main.Dev), int64(p.Main.Ino), p.MainSize, p.MainCounter, int64(p.WAL.Dev), int64(p.WAL.Ino),
-			p.Salt1, p.Salt2, p.Frame, p.Backfilled, toNanos(p.At))
-		return err
+		for _, p := range ps {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO wal_positions
+				(store, main_dev, main_ino, main_size, main_counter, main_page1, wal_dev, wal_ino, salt1, salt2, frame, backfilled, at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				p.Store, int64(p.Main.Dev), int64(p.Main.Ino), p.MainSize, p.MainCounter, int64(p.MainPage1), int64(p.WAL.Dev), int64(p.WAL.Ino),
+				p.Salt1, p.Salt2, p.Frame, p.Backfilled, toNanos(p.At)); err != nil {
+				return fmt.Errorf("%s: %w", p.Store, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("journal %s: record the wal position of %s: %w", j.path, p.Store, err)
+		return fmt.Errorf("journal %s: record wal positions: %w", j.path, err)
 	}
 	return nil
 }
 
 // WALPositions returns every store's last recorded position, by store.
 func (j *Journal) WALPositions(ctx context.Context) (map[string]WALPosition, error) {
-	ps, err := queryAll(ctx, j, "wal positions", scanWALPosition, `SELECT store, main_dev, main_ino, main_size, main_counter,
+	ps, err := queryAll(ctx, j, "wal positions", scanWALPosition, `SELECT store, main_dev, main_ino, main_size, main_counter, main_page1,
 		wal_dev, wal_ino, salt1, salt2, frame, backfilled, at FROM wal_positions`)
 	if err != nil {
 		return nil, err
@@ -67,13 +73,14 @@ func (j *Journal) WALPositions(ctx context.Context) (map[string]WALPosition, err
 
 func scanWALPosition(r rowScanner) (WALPosition, error) {
 	var p WALPosition
-	var mdev, mino, wdev, wino, at int64
-	if err := r.Scan(&p.Store, &mdev, &mino, &p.MainSize, &p.MainCounter, &wdev, &wino,
+	var mdev, mino, page1, wdev, wino, at int64
+	if err := r.Scan(&p.Store, &mdev, &mino, &p.MainSize, &p.MainCounter, &page1, &wdev, &wino,
 		&p.Salt1, &p.Salt2, &p.Frame, &p.Backfilled, &at); err != nil {
 		return WALPosition{}, err
 	}
 	p.Main = fileid.ID{Dev: uint64(mdev), Ino: uint64(mino)}
 	p.WAL = fileid.ID{Dev: uint64(wdev), Ino: uint64(wino)}
+	p.MainPage1 = uint64(page1)
 	p.At = fromNanos(at)
 	return p, nil
 }

@@ -83,14 +83,16 @@ func CheckWALFit(main io.ReaderAt, mainSize int64, wal, shm io.ReaderAt) (WALFit
 	if err != nil {
 		return WALFit{}, err
 	}
-	// A writer that restarted or extended the WAL while it was read
-	// makes the frames read no longer the ones the index named.
+	// A writer that restarted the WAL while it was read overwrote the
+	// frames read, and a checkpoint that copied frames meanwhile wrote
+	// the main under the comparison. Frames committed since are no
+	// matter: the ones up to the index's mxFrame do not change.
 	hb2 := make([]byte, WALHeaderSize)
 	if _, err := wal.ReadAt(hb2, 0); err != nil || !bytes.Equal(hb, hb2) {
 		return WALFit{}, ErrWALMoved
 	}
 	if shm != nil && bl.IndexOK {
-		if bl2, _ := readWALIndex(shm, hb); bl2 != bl {
+		if bl2, ok := readWALIndex(shm, hb); !ok || bl2.Backfilled != bl.Backfilled {
 			return WALFit{}, ErrWALMoved
 		}
 	}

@@ -18,6 +18,7 @@ import (
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
 	seenAt := w.takeEventAt()
+	w.lookWhileDown()
 	w.openRewrites(nil)
 	gen, genAt := w.readGen()
 	if w.haveGen && gen.Diff(w.gen).Same() {
@@ -93,6 +94,7 @@ func (w *worker) check(at time.Time) {
 	fam := gen.IDs()
 	w.seen.Store(&fam)
 	w.recheck.Store(false)
+	defer w.notePosition()                      // last: what the check leaves at the path
 	defer w.adoptLostWALs(sr, orphans, gen, at) // after the guard is synced and what it kept is known
 	defer w.checkpointIdle(gen, sr)             // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
@@ -384,8 +386,12 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at, seenAt time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	w.claimGuardWAL(orphans)
 	at2, after := frozenTimes(frozen)
-	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
-		Old: old, New: generationRecord(gen), Cut: cut})
+	o := incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
+		Old: old, New: generationRecord(gen), Cut: cut}
+	if found, fcut := w.foundAtStart(orphans, old != nil); found != nil {
+		o.FoundLate, o.ChangedAfter, o.Evidence, o.Cut = true, found.since, found.evidence, fcut
+	}
+	w.engine().Open(o)
 }
 
 // Settle times: a change is classified once no further event for the

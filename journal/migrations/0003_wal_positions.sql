@@ -8,6 +8,7 @@ CREATE TABLE wal_positions (
 	main_ino     INTEGER NOT NULL,
 	main_size    INTEGER NOT NULL,
 	main_counter INTEGER NOT NULL,
+	main_page1   INTEGER NOT NULL, -- FNV-1a of the main's page 1
 	wal_dev      INTEGER NOT NULL,
 	wal_ino      INTEGER NOT NULL,
 	salt1        INTEGER NOT NULL,
