@@ -24,6 +24,9 @@ type WALFit struct {
 	// Checks lists the checks that could run (backfill, page-1 counter,
 	// page count, page size): none means the look could not decide.
 	Checks []string
+	// Page1InWAL: the main's page 1 is, byte for byte, one of the WAL's
+	// committed page-1 images (a checkpoint copied it).
+	Page1InWAL bool
 }
 
 // ErrWALMoved: the WAL or its wal-index changed while it was read (a
@@ -83,6 +86,9 @@ func CheckWALFit(main io.ReaderAt, mainSize int64, wal, shm io.ReaderAt) (WALFit
 	if err != nil {
 		return WALFit{}, err
 	}
+	if fit.Page1InWAL, err = fc.page1InWAL(0); err != nil {
+		return WALFit{}, err
+	}
 	// A writer that restarted the WAL while it was read overwrote the
 	// frames read, and a checkpoint that copied frames meanwhile wrote
 	// the main under the comparison. Frames committed since are no
@@ -134,6 +140,10 @@ func committedFrames(wal io.ReaderAt, h WALHeader, bl WALBacklog) ([]walFrame, e
 	}
 	return out[:last], nil
 }
+
+// pendingByte is the offset of SQLite's lock bytes: the page that holds
+// it is never written, in the main or the WAL.
+const pendingByte = 0x40000000
 
 // fitCheck holds what the checks of CheckWALFit share.
 type fitCheck struct {
@@ -187,8 +197,9 @@ func (c *fitCheck) pageCount() string {
 	}
 	size := c.frames[len(c.frames)-1].dbSize
 	have := uint32(c.mainSize / int64(c.h.PageSize))
+	pending := uint32(pendingByte/int64(c.h.PageSize)) + 1 // never written
 	for p := have + 1; p <= size; p++ {
-		if !inWAL[p] {
+		if !inWAL[p] && p != pending {
 			return fmt.Sprintf("the main has %d pages; the WAL's last commit (frame %d) makes a database of %d, and page %d is in no frame",
 				have, len(c.frames), size, p)
 		}
@@ -234,17 +245,12 @@ func (c *fitCheck) page1(mh MainHeader) (why string, ran bool, err error) {
 	if copied < 0 && (imgs[0].counter == mc || imgs[0].counter == mc+1) {
 		return "", true, nil
 	}
-	ps := int(c.h.PageSize)
-	cur, im := make([]byte, ps), make([]byte, ps)
-	if n, _ := c.main.ReadAt(cur, 0); n == ps {
-		for _, x := range imgs[max(copied, 0):] {
-			if _, err := c.wal.ReadAt(im, c.frames[x.idx].off+WALFrameHeaderSize); err != nil {
-				return "", false, fmt.Errorf("read wal frame %d: %w", x.idx+1, err)
-			}
-			if bytes.Equal(cur, im) {
-				return "", true, nil
-			}
-		}
+	from := 0
+	if copied >= 0 {
+		from = imgs[copied].idx
+	}
+	if ok, err := c.page1InWAL(from); err != nil || ok {
+		return "", ok, err
 	}
 	if copied >= 0 {
 		return fmt.Sprintf("the main's page 1 (change counter %d) is none of the WAL's page-1 images from frame %d on, which a checkpoint copied into it (%d frames backfilled)",
@@ -252,6 +258,28 @@ func (c *fitCheck) page1(mh MainHeader) (why string, ran bool, err error) {
 	}
 	return fmt.Sprintf("the main's change counter is %d and its page 1 none of the WAL's %d page-1 images, the first written over counter %d",
 		mc, len(imgs), imgs[0].counter-1), true, nil
+}
+
+// page1InWAL reports whether the main's page 1 is, byte for byte, the
+// image of page 1 in a committed frame from index from on.
+func (c *fitCheck) page1InWAL(from int) (bool, error) {
+	ps := int(c.h.PageSize)
+	cur, im := make([]byte, ps), make([]byte, ps)
+	if n, _ := c.main.ReadAt(cur, 0); n < ps {
+		return false, nil
+	}
+	for i, f := range c.frames[from:] {
+		if f.page != 1 {
+			continue
+		}
+		if _, err := c.wal.ReadAt(im, f.off+WALFrameHeaderSize); err != nil {
+			return false, fmt.Errorf("read wal frame %d: %w", from+i+1, err)
+		}
+		if bytes.Equal(cur, im) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // backfilled compares the main with every page whose newest image is in

@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stateguard/stateguard/internal/hermestest"
 	"github.com/stateguard/stateguard/journal"
+	"github.com/stateguard/stateguard/store"
 )
 
 // Issue 30's faults, made while agentd is stopped and a writer goes on
@@ -128,6 +130,94 @@ func faultWhileDown(t *testing.T, script string, kind journal.Kind, evidence str
 			inc.ID, inc.Detail.WALCut, lost, dup, readded)
 	}
 	if _, err := os.Stat(backup); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A main a checkpoint wrote while agentd was down is no rewrite, also
+// when nothing in the wal-index says so: the last connection to close
+// (one with PERSIST_WAL, as the agent's own are) checkpointed every frame,
+// kept the -wal in place and removed the -shm, and the next opener
+// rebuilt the wal-index from the -wal (the same salts, backfill mark 0,
+// as journaled at the stop). The main's page 1 is one of the WAL's
+// images: the look opens no incident and stops nobody.
+func TestCheckpointWhileDownIsNoRewrite(t *testing.T) {
+	home, db := testHome(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	withState := func(o *Options) { o.StateDir, o.Guard = stateDir, true }
+	a := startAgent(t, home, withState)
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200, CheckpointEvery: -1, AutoCheckpoint: -1})
+	waitHolder(t, a, db, w1.Pid)
+	w1.WaitAcks(t, 150) // enough to grow the database: page 1 is in the WAL
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w1.Kill() // no checkpoint of its own
+	waitExit(t, w1, 10*time.Second)
+	checkpointByHand(t, db)
+	if err := os.Remove(db + "-shm"); err != nil {
+		t.Fatal(err)
+	}
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1})
+	w2.WaitAcks(t, 5)
+
+	b := startAgent(t, home, withState)
+	wk := b.worker(db)
+	hermestest.Eventually(t, "the look at start", 20*time.Second, func() bool {
+		var done bool
+		_ = wk.do(ctx, func() { done = wk.down.done })
+		return done
+	})
+	w2.AcksGrow(t, 10) // not stopped
+	incs, err := b.journal.ListIncidents(ctx, journal.ListOptions{Store: db})
+	if err != nil || len(incs) > 0 {
+		t.Fatalf("incidents %+v (%v), want none", incs, err)
+	}
+	if p := b.downProblems(); len(p) > 0 {
+		t.Fatalf("status problems %v, want none", p)
+	}
+	if err := storeWhole(db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkpointByHand does what a checkpoint of every committed frame does
+// to the main: each page's newest image written in place, the file cut to
+// the last commit's size. The -wal stays as it is.
+func checkpointByHand(t *testing.T, db string) {
+	t.Helper()
+	wal, err := os.ReadFile(db + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.ParseWALHeader(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := store.ReadWALCut(bytes.NewReader(wal), nil)
+	if err != nil || cut.Frame == 0 {
+		t.Fatalf("wal position %+v %v", cut, err)
+	}
+	f, err := os.OpenFile(db, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fs := store.WALFrameBytes(h.PageSize)
+	var size uint32
+	for i := int64(0); i < int64(cut.Frame); i++ {
+		off := int64(store.WALHeaderSize) + i*fs
+		fh, _ := store.ParseWALFrameHeader(wal[off:])
+		if _, err := f.WriteAt(wal[off+store.WALFrameHeaderSize:off+fs], int64(fh.PageNumber-1)*int64(h.PageSize)); err != nil {
+			t.Fatal(err)
+		}
+		if fh.IsCommit() {
+			size = fh.CommitSize
+		}
+	}
+	if err := f.Truncate(int64(size) * int64(h.PageSize)); err != nil {
 		t.Fatal(err)
 	}
 }

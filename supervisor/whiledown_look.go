@@ -102,6 +102,9 @@ func (w *worker) lookWhileDown() {
 		return
 	}
 	w.down.done = true
+	w.log.Debug("looked at the store for changes made while agentd was down", "wal", fit.Cut.String(),
+		"backfilled", fit.Backlog.Backfilled, "checks", fit.Checks, "mismatch", fit.Mismatch, "journaled", hasRec,
+		"journaled_wal", fmt.Sprintf("frame %d of %08x-%08x, %d backfilled", rec.Frame, rec.Salt1, rec.Salt2, rec.Backfilled))
 	evidence := fit.Mismatch
 	sameWAL := hasRec && rec.WAL == sf.walSt.ID && rec.Salt1 == fit.Cut.Salt1 && rec.Salt2 == fit.Cut.Salt2 && rec.Frame <= fit.Cut.Frame
 	counterBack := hasRec && sf.mainHdrReadable && sf.mainHdr.FileChangeCounter < rec.MainCounter
@@ -116,16 +119,13 @@ func (w *worker) lookWhileDown() {
 }
 
 // undecidedWhileDown warns when the main changed while agentd was down
-// in a way no checkpoint explains, but the WAL can no longer show whether
-// its writers were left on the old content: reset since (new salts) or
-// empty, or with nothing of page 1 and nothing backfilled to compare.
+// in a way no checkpoint explains (its change counter went back), but the
+// WAL can no longer show whether its writers were left on the old
+// content: reset since (new salts) or empty. A main that merely changed
+// under a WAL restarted since is what any checkpoint leaves: no warning.
 func (w *worker) undecidedWhileDown(fit store.WALFit, rec journal.WALPosition, hasRec, counterBack bool, sf storeFiles) {
 	if !hasRec {
 		return // nothing recorded to say the main changed: the checks that ran passed
-	}
-	decisive := false
-	for _, c := range fit.Checks {
-		decisive = decisive || c == "page-1 counter" || c == "backfill"
 	}
 	switch {
 	case counterBack && fit.Cut.Frame == 0:
@@ -134,9 +134,6 @@ func (w *worker) undecidedWhileDown(fit store.WALFit, rec journal.WALPosition, h
 	case counterBack:
 		w.downWarn(fmt.Sprintf("the main's change counter went back from %d to %d while agentd was down, and the WAL was restarted since (salts %08x-%08x, journaled %08x-%08x)",
 			rec.MainCounter, sf.mainHdr.FileChangeCounter, fit.Cut.Salt1, fit.Cut.Salt2, rec.Salt1, rec.Salt2))
-	case fit.Cut.Frame > 0 && !decisive && (sf.mainSt.Size != rec.MainSize || sf.mainHdr.FileChangeCounter != rec.MainCounter):
-		w.downWarn(fmt.Sprintf("the main changed while agentd was down (%d bytes, counter %d; journaled %d, %d), and its WAL holds no page-1 image and nothing backfilled to compare it with",
-			sf.mainSt.Size, sf.mainHdr.FileChangeCounter, rec.MainSize, rec.MainCounter))
 	}
 }
 
@@ -246,6 +243,11 @@ func rewrittenSince(rec journal.WALPosition, fit store.WALFit, sf storeFiles, co
 			rec.MainCounter, at, sf.mainHdr.FileChangeCounter)
 	case fit.Backlog.Backfilled != rec.Backfilled:
 		return "" // checkpointed since: the content checks had their say
+	case fit.Page1InWAL:
+		// A checkpoint copied page 1 from this WAL: the last closer's,
+		// whose wal-index the next opener rebuilt (backfill mark 0)
+		// from a WAL kept in place (PERSIST_WAL).
+		return ""
 	case sf.mainSt.Size != rec.MainSize:
 		return fmt.Sprintf("the main is %d bytes, %d when journaled at %s, and no checkpoint of its live WAL (%s, %d frames backfilled) ran since",
 			sf.mainSt.Size, rec.MainSize, at, fit.Cut, rec.Backfilled)
