@@ -35,7 +35,7 @@ type downLook struct {
 	done  bool
 	tries int // looks that could not read the store
 	// pos is the position last journaled (notePosition skips a write
-	// when nothing moved).
+	// when nothing moved, or when it journaled one a moment ago).
 	pos journal.WALPosition
 }
 
@@ -150,26 +150,38 @@ func shmReader(f *os.File) interface {
 	return f
 }
 
-// position is where the WAL of sf stands now, as the journal keeps it.
+// position is where the WAL of sf stands now, as the journal keeps it:
+// the header's salts, and the wal-index's (or a walk's) last commit and
+// backfill mark.
 func (w *worker) position(sf storeFiles) (journal.WALPosition, error) {
-	c, err := store.ReadWALCut(sf.wal, shmReader(sf.shm))
-	if err != nil {
-		return journal.WALPosition{}, err
+	hb := make([]byte, store.WALHeaderSize)
+	if n, _ := sf.wal.ReadAt(hb, 0); n < len(hb) {
+		return journal.WALPosition{}, store.ErrNoWALCut
+	}
+	h, err := store.ParseWALHeader(hb)
+	if err != nil || !h.Valid() {
+		return journal.WALPosition{}, store.ErrNoWALCut
 	}
 	bl, err := store.ReadWALBacklog(sf.wal, shmReader(sf.shm))
 	if err != nil {
-		return journal.WALPosition{}, err
+		return journal.WALPosition{}, fmt.Errorf("read %s: %w", sf.wal.Name(), err)
 	}
 	return journal.WALPosition{Store: w.st.Path, Main: sf.mainSt.ID, MainSize: sf.mainSt.Size, MainCounter: sf.mainHdr.FileChangeCounter, MainPage1: sf.mainPage1,
-		WAL: sf.walSt.ID, Salt1: c.Salt1, Salt2: c.Salt2, Frame: c.Frame, Backfilled: bl.Backfilled, At: time.Now()}, nil
+		WAL: sf.walSt.ID, Salt1: h.Salt1, Salt2: h.Salt2, Frame: bl.Committed, Backfilled: bl.Backfilled, At: time.Now()}, nil
 }
+
+// positionEvery is how often a check journals a store's position that
+// keeps moving (a busy store moves at every check): an older position is
+// a cut that replays more, never one that loses a row, and the stop
+// journals every store's newest.
+const positionEvery = 30 * time.Second
 
 // notePosition journals where the store's WAL stands, when it moved
 // since the last note: at each check and at shutdown. Not before the
 // look at start is done: the journaled position is that look's
 // evidence.
 func (w *worker) notePosition() {
-	if !w.down.done {
+	if !w.down.done || time.Since(w.down.pos.At) < positionEvery {
 		return
 	}
 	sf, ok, err := w.openStoreFiles()
