@@ -68,8 +68,7 @@ func (w *worker) lookWhileDown() {
 	}
 	sf, ok, err := w.openStoreFiles()
 	if err != nil {
-		w.down.tries++
-		w.log.Info("store not looked at for changes made while agentd was down; looked at again at the next check", "err", err)
+		w.lookFailed(fmt.Errorf("the store's files could not be read: %w", err))
 		return
 	}
 	if !ok {
@@ -94,11 +93,7 @@ func (w *worker) lookWhileDown() {
 	}
 	fit, err := sf.fit()
 	if err != nil {
-		w.log.Info("store not looked at for changes made while agentd was down; looked at again at the next check", "err", err)
-		if w.down.tries++; w.down.tries >= maxLookTries {
-			w.down.done = true
-			w.downWarn(fmt.Sprintf("the WAL could not be compared with the main: %v", err))
-		}
+		w.lookFailed(fmt.Errorf("the WAL could not be compared with the main: %w", err))
 		return
 	}
 	w.down.done = true
@@ -116,6 +111,19 @@ func (w *worker) lookWhileDown() {
 		return
 	}
 	w.rewrittenWhileDown(evidence, fit, rec, hasRec, sameWAL)
+}
+
+// lookFailed counts a look that could not read the store; the next
+// check (a held store is checked at every reconcile) looks again, up to
+// maxLookTries, and then status says it was never looked at.
+func (w *worker) lookFailed(err error) {
+	w.down.tries++
+	if w.down.tries < maxLookTries {
+		w.log.Info("store not looked at for changes made while agentd was down; looked at again at the next check", "err", err)
+		return
+	}
+	w.down.done = true
+	w.downWarn(err.Error())
 }
 
 // undecidedWhileDown warns when the main changed while agentd was down
