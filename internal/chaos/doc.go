@@ -77,9 +77,11 @@
 //
 // The tool kinds themselves (cp-inplace, rsync-inplace,
 // cp-inplace-rm-sidecars, mv-aside-copy) run only while agentd is up (it
-// answers its socket after every store's first check): a kill -9 of the
-// agent leaves no position journaled at a stop and no telling when it
-// comes back, and these measure the running agent. The restores,
+// answers its socket after every store's first check): they measure the
+// running agent, and the down kinds the same tools while it is stopped,
+// with the stop's journaled positions (a kill-agent's restart is at a
+// random delay, in which a writer's checkpoint would corrupt the copy
+// before any agent could look). The restores,
 // tar-extract and sqlite3-restore still land while it is down: the first
 // three leave an unlinked main under its writers, which a starting agent
 // sees as an orphan; sqlite3 .restore writes through SQLite's own locks.
