@@ -221,3 +221,55 @@ func checkpointByHand(t *testing.T, db string) {
 		t.Fatal(err)
 	}
 }
+
+// A restore made while agentd was down whose WAL is gone since (the
+// sidecars removed, a writer started on the restored main with a WAL of
+// its own): the main's change counter went back from the one journaled at
+// the stop, but no WAL is left to show whether a live writer was left on
+// the old content. Status says so, with the check to run; no incident
+// opens and nobody is stopped.
+func TestUndecidedWhileDownIsAStatusProblem(t *testing.T) {
+	home, db := testHome(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	withState := func(o *Options) { o.StateDir, o.Guard = stateDir, true }
+	a := startAgent(t, home, withState)
+	w1 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 200, CheckpointEvery: 10})
+	waitHolder(t, a, db, w1.Pid)
+	w1.WaitAcks(t, 30)
+	backup := filepath.Join(home, "backup.db")
+	walBackup(t, db, backup)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// An older backup: its change counter (bytes 24 and 92 of the
+	// header, equal for a valid in-header size) below any the store had.
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b[24:28], []byte{0, 0, 0, 0})
+	copy(b[92:96], []byte{0, 0, 0, 0})
+	if err := os.WriteFile(db, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	w2 := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "s2", Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1})
+	w2.WaitAcks(t, 5)
+
+	bg := startAgent(t, home, withState)
+	hermestest.Eventually(t, "the undecided store in status", 20*time.Second, func() bool { return len(bg.downProblems()) > 0 })
+	p := bg.downProblems()
+	if len(p) != 1 || p[0].Path != db || !strings.Contains(p[0].Err.Error(), "change counter went back") || !strings.Contains(p[0].Hint, "integrity_check") {
+		t.Fatalf("status problems %v, want %s's counter gone back with the check to run", p, db)
+	}
+	w2.AcksGrow(t, 10) // not stopped
+	if incs, err := bg.journal.ListIncidents(ctx, journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
+		t.Fatalf("incidents %+v (%v), want none", incs, err)
+	}
+}
