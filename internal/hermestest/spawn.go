@@ -37,8 +37,13 @@ type WriterOptions struct {
 	Linger           bool    // keep the connection open after Count
 	ToolEvery        int     // every Nth message is a tool call + result
 	NonDumpable      bool    // prctl(PR_SET_DUMPABLE, 0): its fds unreadable even by its own user (Linux)
-	Credential       *syscall.Credential
-	Stderr           io.Writer
+	// HermesGuards: Hermes' own guards (refuse, divert, capture at halt
+	// and close; writer/hermes_guard.go). Diverted messages are acked
+	// with ID -1.
+	HermesGuards bool
+	CapturePause bool // with HermesGuards: stop inside the capture, .partial left
+	Credential   *syscall.Credential
+	Stderr       io.Writer
 }
 
 // Writer is a running test writer process.
@@ -119,6 +124,12 @@ func (o WriterOptions) Args() []string {
 	}
 	if o.NonDumpable {
 		args = append(args, "-nondumpable")
+	}
+	if o.HermesGuards {
+		args = append(args, "-hermes-guards")
+	}
+	if o.CapturePause {
+		args = append(args, "-hermes-capture-pause")
 	}
 	return args
 }

@@ -50,6 +50,8 @@ type options struct {
 	toolEvery       int
 	nondumpable     bool
 	vacuumInto      string
+	hermesGuards    bool
+	capturePause    bool
 }
 
 func main() {
@@ -67,6 +69,8 @@ func main() {
 	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
 	flag.BoolVar(&o.nondumpable, "nondumpable", false, "prctl(PR_SET_DUMPABLE, 0) first: even its own user cannot read its fds (Linux)")
 	flag.StringVar(&o.vacuumInto, "vacuum-into", "", "write no message: VACUUM INTO this path (a backup taken from a process of its own) and exit")
+	flag.BoolVar(&o.hermesGuards, "hermes-guards", false, "behave like Hermes' own SessionDB guards: refuse to open next to a deleted WAL, refuse writes to a replaced store or a lost WAL generation (diverting them to sessions/<session>.jsonl, acked with id -1), capture the lost generation at halt or close")
+	flag.BoolVar(&o.capturePause, "hermes-capture-pause", false, "with -hermes-guards: stop inside the capture, after its .partial directory and an empty state.db-wal.part exist")
 	flag.Parse()
 	if o.db == "" {
 		fmt.Fprintln(os.Stderr, "writer: -db is required")
@@ -94,6 +98,12 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.hermesGuards {
+		if err := refuseDeletedWAL(o.db); err != nil {
+			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+			os.Exit(3)
+		}
+	}
 	db, err := sql.Open("sqlite", hermestest.DSN(o.db))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", o.db, err)
@@ -103,7 +113,12 @@ func run(ctx context.Context, o options) error {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	defer db.Close()
+	var guard *hermesGuard
+	defer func() {
+		if guard == nil || guard.atClose() {
+			db.Close()
+		}
+	}()
 
 	if o.create {
 		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
@@ -116,6 +131,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
 		return fmt.Errorf("create session %s: %w", o.session, err)
+	}
+	if o.hermesGuards {
+		guard = newHermesGuard(o.db, o.capturePause)
 	}
 	var ack *os.File
 	if o.ack != "" {
@@ -150,11 +168,23 @@ func run(ctx context.Context, o options) error {
 		ts := float64(time.Now().UnixNano()) / 1e9
 		var id int64
 		toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
-		err := retryBusy(ctx, func() error {
-			var err error
-			id, err = appendMessage(db, o.session, seq, ts, toolTurn)
-			return err
-		})
+		var err error
+		if guard != nil {
+			guard.adopt()
+			if refused := guard.check(); refused != nil {
+				// Acked with id -1: saved to the diverted transcript,
+				// which agentd (or Hermes' import) replays.
+				id, toolTurn = -1, false
+				err = guard.divert(o.session, roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
+			}
+		}
+		if id == 0 {
+			err = retryBusy(ctx, func() error {
+				var err error
+				id, err = appendMessage(db, o.session, seq, ts, toolTurn)
+				return err
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("append seq %d: %w", seq, err)
 		}
@@ -219,10 +249,7 @@ func appendMessage(db *sql.DB, session string, seq int64, ts float64, toolTurn b
 		_, _ = conn.ExecContext(ctx, "ROLLBACK")
 		return 0, err
 	}
-	role := "user"
-	if seq%2 == 0 {
-		role = "assistant"
-	}
+	role := roleOf(seq)
 	content := hermestest.MessageContent(session, seq)
 	var res sql.Result
 	toolCalls := 0
@@ -255,6 +282,13 @@ func appendMessage(db *sql.DB, session string, seq int64, ts float64, toolTurn b
 		return rollback(err)
 	}
 	return res.LastInsertId()
+}
+
+func roleOf(seq int64) string {
+	if seq%2 == 0 {
+		return "assistant"
+	}
+	return "user"
 }
 
 // retryBusy retries f on SQLITE_BUSY/LOCKED with jitter, like Hermes' own
