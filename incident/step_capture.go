@@ -89,6 +89,7 @@ func (e *Engine) captured(li *live, dir string) {
 	li.wait, li.capDir = pending{}, dir
 	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
 		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
+	e.settleForeign(li, dir)
 	e.unpin(li)
 	if li.snapshot != "" {
 		_ = e.st.RemoveFile(li.snapshot) // through the directory's handle, never by name
