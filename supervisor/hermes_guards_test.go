@@ -79,11 +79,30 @@ func TestHermesGuardsReplaced(t *testing.T) {
 	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
 		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
 	}
+	// The writer diverts the writes it tries between the restore and
+	// the freeze: none when the freeze came first.
 	acks := w.Acks(t)
-	if countDiverted(acks) == 0 {
-		t.Fatal("the writer diverted nothing: Hermes' guard never refused a write")
-	}
+	t.Logf("%d of %d acks diverted by the writer", countDiverted(acks), len(acks))
 	checkExactlyOnce(t, acks, dbRows(t, db), renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
+}
+
+// The writer refuses and diverts writes after a restore the agent sees
+// only later (it starts after it): the lines appended before the incident
+// opened are the incident's, replayed once; they were lost when the
+// session files were marked at the open.
+func TestHermesGuardsDivertBeforeIncident(t *testing.T) {
+	home, db := testHome(t)
+	w := hermesWriter(t, db, nil)
+	w.WaitAcks(t, 20)
+	renamed := hermestest.RestoreOver(t, db)
+	hermestest.Eventually(t, "diverted acks", 10*time.Second, func() bool { return countDiverted(w.Acks(t)) >= 10 })
+	a := startAgent(t, home, nil)
+	inc := resolved(t, a, db, journal.KindReplaced)
+	waitExit(t, w, 20*time.Second)
+	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
+		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
+	}
+	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
 }
 
 // -wal and -shm unlinked under the writer (sidecar_lost, policy kill):
