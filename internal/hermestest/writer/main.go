@@ -52,6 +52,7 @@ type options struct {
 	vacuumInto      string
 	hermesGuards    bool
 	capturePause    bool
+	maintenance     string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.vacuumInto, "vacuum-into", "", "write no message: VACUUM INTO this path (a backup taken from a process of its own) and exit")
 	flag.BoolVar(&o.hermesGuards, "hermes-guards", false, "behave like Hermes' own SessionDB guards: refuse to open next to a deleted WAL, refuse writes to a replaced store or a lost WAL generation (diverting them to sessions/<session>.jsonl, acked with id -1), capture the lost generation at halt or close")
 	flag.BoolVar(&o.capturePause, "hermes-capture-pause", false, "with -hermes-guards: stop inside the capture, after its .partial directory and an empty state.db-wal.part exist")
+	flag.StringVar(&o.maintenance, "maintenance", "", "write no message: run one of Hermes' maintenance operations (vacuum, journal-delete, journal-wal, restore:<backup>) and exit")
 	flag.Parse()
 	if o.db == "" {
 		fmt.Fprintln(os.Stderr, "writer: -db is required")
@@ -78,6 +80,13 @@ func main() {
 	}
 	if o.vacuumInto != "" {
 		if err := vacuumInto(o.db, o.vacuumInto); err != nil {
+			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.maintenance != "" {
+		if err := maintain(o.db, o.maintenance); err != nil {
 			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
 			os.Exit(1)
 		}
