@@ -165,6 +165,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err := missingProfiles(st, sc.profiles); err != nil {
 		return v.fail(err)
 	}
+	addHermesDiverts(ctx, &st)
 	if *asJSON {
 		if code := v.printJSON(st); code != exitOK {
 			return code
