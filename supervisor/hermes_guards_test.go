@@ -174,3 +174,25 @@ func countDiverted(acks []hermestest.Ack) int {
 	}
 	return n
 }
+
+// Mispaired with policy terminate: the writer's close captures the WAL
+// agentd quarantined into its own capture (the same inode): that second
+// copy is removed.
+func TestHermesGuardsMispairedTerminate(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, func(o *Options) { o.Policies.Mispaired = incident.PolicyTerminate })
+	w := hermesWriter(t, db, nil)
+	waitHolder(t, a, db, w.Pid)
+	hermestest.Eventually(t, "acks older than the replace margin", 10*time.Second, func() bool {
+		acks := w.Acks(t)
+		return len(acks) > 0 && time.Since(time.Unix(0, int64(acks[0].Timestamp*1e9))) > 2*incident.ReplaceMargin
+	})
+	hermestest.RenameFreshOver(t, db)
+	renamed := time.Now()
+	inc := resolved(t, a, db, journal.KindMispaired)
+	waitExit(t, w, 20*time.Second)
+	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
+		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
+	}
+	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
+}
