@@ -121,7 +121,12 @@ func TestHermesGuardsSidecarLost(t *testing.T) {
 	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
 		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
 	}
+	// Once resolved, agentd holds no deleted -wal: a new Hermes opener,
+	// which refuses next to one, starts.
+	w2 := hermesWriter(t, db, func(o *hermestest.WriterOptions) { o.Session, o.Count = "s2", 10 })
+	waitExit(t, w2, 20*time.Second)
 	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
+	checkExactlyOnce(t, w2.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
 }
 
 // The same, with the writer stopped inside its own capture (its staging

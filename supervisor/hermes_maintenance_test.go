@@ -4,7 +4,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +66,43 @@ func TestHermesMaintenanceUnderGuard(t *testing.T) {
 	acks := w.Acks(t)
 	kept := append(acks[:before:before], acks[after:]...)
 	checkExactlyOnce(t, kept, dbRows(t, db), time.Time{}, time.Time{})
+}
+
+// _safe_restore_db's fallback (a destination that fails its structural
+// check) publishes the backup by rename only when no other process holds
+// a file of the store: the guard's fds count, so Hermes refuses and names
+// agentd's pid; with the guard paused (`agentctl guard off`) it restores,
+// and agentd takes the new main for a plain generation change.
+func TestHermesFallbackRestoreNeedsGuardOff(t *testing.T) {
+	home, db := testHome(t)
+	a := startAgent(t, home, guardOn)
+	w := hermesWriter(t, db, func(o *hermestest.WriterOptions) { o.Count = 20 })
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
+	waitExit(t, w, 20*time.Second)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	hermestest.VacuumInto(t, db, backup)
+
+	out, err := hermestest.Maintain(t, db, "restore-fallback:"+backup)
+	if err == nil || !strings.Contains(out, fmt.Sprint(os.Getpid())) {
+		t.Fatalf("fallback restore next to the guard: %v, %q; want a refusal naming agentd's pid %d", err, out, os.Getpid())
+	}
+	if _, _, err := a.PauseGuard(context.Background(), db, time.Minute, "hermes restore"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := hermestest.Maintain(t, db, "restore-fallback:"+backup); err != nil {
+		t.Fatalf("fallback restore with the guard paused: %v\n%s", err, out)
+	}
+	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
+	// `agentctl guard on`: the guard re-arms on the restored generation
+	// once a Hermes process opens it again.
+	if _, _, err := a.ResumeGuard(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	w2 := hermesWriter(t, db, func(o *hermestest.WriterOptions) { o.Session, o.Count, o.Linger = "s2", 5, true })
+	waitGuard(t, a, db, control.GuardArmed, 10*time.Second)
+	w2.WaitAcks(t, 5)
+	incs, err := a.journal.ListIncidents(context.Background(), journal.ListOptions{Store: db})
+	if err != nil || len(incs) != 0 {
+		t.Fatalf("the restore opened incidents %+v (%v)", incs, err)
+	}
 }

@@ -20,7 +20,11 @@ import (
 //   - "restore:<backup>": _safe_restore_db's primary path: check the
 //     backup's integrity, then copy its pages into the live store with
 //     SQLite's online backup API (the inode stays, so open connections
-//     see the restored rows), and close.
+//     see the restored rows), and close;
+//   - "restore-fallback:<backup>": its fallback for a destination that
+//     fails its structural check: refused while any other process holds
+//     a file of the store, else the backup is copied beside it, the
+//     sidecars removed and the copy renamed over the store.
 //
 // A refusal is returned with SQLite's own text, which is what Hermes'
 // operator sees.
@@ -46,10 +50,12 @@ func maintain(db, op string) error {
 			return fmt.Errorf("PRAGMA journal_mode=%s on %s: the store stays in %s mode", want, db, got)
 		}
 		return nil
+	case strings.HasPrefix(op, "restore-fallback:"):
+		return restoreFallback(db, strings.TrimPrefix(op, "restore-fallback:"))
 	case strings.HasPrefix(op, "restore:"):
 		return restoreOnline(ctx, c, db, strings.TrimPrefix(op, "restore:"))
 	}
-	return fmt.Errorf("unknown maintenance %q (vacuum, journal-delete, journal-wal, restore:<backup>)", op)
+	return fmt.Errorf("unknown maintenance %q (vacuum, journal-delete, journal-wal, restore:<backup>, restore-fallback:<backup>)", op)
 }
 
 func restoreOnline(ctx context.Context, c *sql.DB, db, backup string) error {
