@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/stateguard/stateguard/journal"
 )
@@ -27,10 +26,7 @@ func (e *Engine) sessionsDir() string { return filepath.Join(filepath.Dir(e.st.P
 // (hermes_mark.go).
 func (e *Engine) markHermesDiverts(li *live) {
 	li.marks = map[string]int64{}
-	since := time.Time{}
-	if !li.replacedAt.IsZero() {
-		since = li.replacedAt.Add(-replaceMargin)
-	}
+	since := li.divertSince()
 	for _, f := range e.sessionFiles() {
 		li.marks[f.path] = hermesMark(f.path, f.size, since)
 	}

@@ -3,10 +3,17 @@ package incident
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/journal"
 )
 
 // A Hermes process notices a replaced store or a lost WAL generation at
@@ -18,6 +25,48 @@ import (
 // the lines after it are queued like the ones appended later. A line
 // replayed twice is harmless (same path, same recovery ids: skipped),
 // one left out is lost.
+
+// divertSince is when Hermes may have begun to divert: the change less
+// the replace margin. For a sidecar_lost incident the change is the
+// moment it was seen, which an unlink precedes by the detection's
+// latency (or by the agent's downtime); the orphan -wal's ctime (the
+// unlink set it, and a Hermes writer writes no frame after it) is used
+// when it is earlier. Only there: a -wal still at its path keeps the
+// ctime of its last write, which can be long before the change.
+func (li *live) divertSince() time.Time {
+	since := li.replacedAt
+	if li.kind == journal.KindSidecarLost {
+		if c, ok := li.orphanWALCtime(); ok && (since.IsZero() || c.Before(since)) {
+			since = c
+		}
+	}
+	if since.IsZero() {
+		return since
+	}
+	return since.Add(-replaceMargin)
+}
+
+// orphanWALCtime reads the orphan -wal's ctime through a pin, or at the
+// incident's open (before any pin) through a holder's fd, checked to be
+// the recorded inode.
+func (li *live) orphanWALCtime() (time.Time, bool) {
+	var st unix.Stat_t
+	if p := li.pinOf(holders.RoleWAL); p != nil && p.f != nil && unix.Fstat(int(p.f.Fd()), &st) == nil {
+		return time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)), true
+	}
+	for _, h := range li.holders {
+		for _, f := range h.files {
+			if f.Role != holders.RoleWAL || f.Current || f.FD < 0 {
+				continue
+			}
+			err := unix.Stat(fmt.Sprintf("/proc/%d/fd/%d", h.ref.Pid, f.FD), &st)
+			if err == nil && fileid.FromStat(&st) == f.ID {
+				return time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
 
 // markTail bounds how much of a session file's end is read for the mark.
 const markTail = 8 << 20

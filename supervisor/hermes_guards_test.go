@@ -201,3 +201,31 @@ func TestHermesGuardsMispairedTerminate(t *testing.T) {
 	}
 	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), renamed, renamed.Add(-incident.ReplaceMargin-100*time.Millisecond))
 }
+
+// -wal and -shm unlinked while no agentd runs: the writer diverts from
+// its next write on, and the agent started a second later opens the
+// incident. The lines diverted before it did are the incident's: the
+// unlink (the pinned -wal's ctime) dates the change, not the moment the
+// agent saw it.
+func TestHermesGuardsSidecarLostBeforeAgent(t *testing.T) {
+	home, db := testHome(t)
+	w := hermesWriter(t, db, nil)
+	w.WaitAcks(t, 30)
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	hermestest.Eventually(t, "diverted acks older than the replace margin", 10*time.Second, func() bool {
+		for _, a := range w.Acks(t) {
+			if a.ID == -1 {
+				return time.Since(time.Unix(0, int64(a.Timestamp*1e9))) > 3*incident.ReplaceMargin
+			}
+		}
+		return false
+	})
+	a := startAgent(t, home, nil)
+	inc := resolved(t, a, db, journal.KindSidecarLost)
+	waitExit(t, w, 20*time.Second)
+	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
+		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
+	}
+	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
+}
