@@ -63,8 +63,11 @@ const (
 // orphan that hold nothing the incident's capture lacks, and reports every
 // Hermes capture of it it looked at. A capture of another generation, one
 // of stateguard's own, or a staging directory of a process that is no
-// gone holder is not touched. Everything is reached through the store
-// directory's handle, never by path.
+// gone holder is not touched. The store directory is reached through
+// its handle (the one discovery recorded), a finished capture is checked
+// through a no-symlink open of its path, and what is removed is removed
+// relative to the directory's fd. It runs as the directory's owner, so
+// it removes nothing the owner could not.
 func SettleForeignCaptures(ctx context.Context, req ForeignRequest) ([]ForeignCapture, error) {
 	if req.Alive == nil {
 		req.Alive = processAlive

@@ -175,7 +175,7 @@ func ownFD(id fileIdentity) *os.File {
 				continue
 			}
 			var st syscall.Stat_t
-			if syscall.Fstat(n, &st) != nil || (fileIdentity{uint64(st.Dev), uint64(st.Ino)}) != id { //nolint:unconvert
+			if syscall.Fstat(n, &st) != nil || (fileIdentity{uint64(st.Dev), uint64(st.Ino)}) != id {
 				continue
 			}
 			d, err := syscall.Dup(n)

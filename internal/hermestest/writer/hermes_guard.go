@@ -40,7 +40,7 @@ func statIdentity(path string) (fileIdentity, bool) {
 	if err := syscall.Stat(path, &st); err != nil {
 		return fileIdentity{}, false
 	}
-	return fileIdentity{uint64(st.Dev), uint64(st.Ino)}, true //nolint:unconvert // Dev is int32 on darwin
+	return fileIdentity{uint64(st.Dev), uint64(st.Ino)}, true // Dev is int32 on darwin
 }
 
 // hermesGuard is one handle's view of the generation it opened.
