@@ -229,3 +229,24 @@ func TestHermesGuardsSidecarLostBeforeAgent(t *testing.T) {
 	}
 	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
 }
+
+// The writer diverts three messages it had committed (their commit
+// reported an error but reached the WAL) with the refused ones: their
+// rows are in the orphan, so in agentd's divert, and in Hermes' own
+// sessions/s1.jsonl. Each appears once in the store. (The agent starts
+// after the unlink, so the writer has diverted before it is frozen.)
+func TestHermesGuardsRowInBothTrails(t *testing.T) {
+	home, db := testHome(t)
+	w := hermesWriter(t, db, func(o *hermestest.WriterOptions) { o.Redivert = 3 })
+	w.WaitAcks(t, 30)
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	hermestest.Eventually(t, "diverted acks", 10*time.Second, func() bool { return countDiverted(w.Acks(t)) >= 5 })
+	a := startAgent(t, home, nil)
+	inc := resolved(t, a, db, journal.KindSidecarLost)
+	waitExit(t, w, 20*time.Second)
+	if dir := checkOneCapture(t, db); dir != inc.Detail.CapturePath {
+		t.Fatalf("the capture left is %s, the incident's is %s", dir, inc.Detail.CapturePath)
+	}
+	checkExactlyOnce(t, w.Acks(t), dbRows(t, db), time.Time{}, time.Time{})
+}

@@ -42,8 +42,11 @@ type WriterOptions struct {
 	// with ID -1.
 	HermesGuards bool
 	CapturePause bool // with HermesGuards: stop inside the capture, .partial left
-	Credential   *syscall.Credential
-	Stderr       io.Writer
+	// Redivert: with HermesGuards, the last N committed messages are
+	// diverted too at the first refusal (their rows are in both trails).
+	Redivert   int
+	Credential *syscall.Credential
+	Stderr     io.Writer
 }
 
 // Writer is a running test writer process.
@@ -130,6 +133,9 @@ func (o WriterOptions) Args() []string {
 	}
 	if o.CapturePause {
 		args = append(args, "-hermes-capture-pause")
+	}
+	if o.Redivert > 0 {
+		args = append(args, "-hermes-redivert", strconv.Itoa(o.Redivert))
 	}
 	return args
 }

@@ -54,6 +54,44 @@ type hermesGuard struct {
 	replaced, walLost bool
 	capture           string // the capture taken, once per handle
 	capturePause      bool   // test hook: stop inside the capture, as a frozen process would
+
+	// redivert > 0: at the first refusal the last redivert committed
+	// messages are diverted too, before the refused one, as Hermes'
+	// pending queue still holds a message whose commit reported an
+	// error (an I/O error at COMMIT) although it reached the WAL.
+	redivert  int
+	recent    []divertMsg
+	diverting bool
+}
+
+type divertMsg struct {
+	role, content string
+	ts            float64
+}
+
+// committed remembers a committed message for redivert.
+func (g *hermesGuard) committed(role, content string, ts float64) {
+	if g.redivert <= 0 {
+		return
+	}
+	g.recent = append(g.recent, divertMsg{role, content, ts})
+	if len(g.recent) > g.redivert {
+		g.recent = g.recent[1:]
+	}
+}
+
+// refused diverts a refused message, after the remembered ones at the
+// first refusal.
+func (g *hermesGuard) refused(session, role, content string, ts float64) error {
+	if !g.diverting {
+		g.diverting = true
+		for _, m := range g.recent {
+			if err := g.divert(session, m.role, m.content, m.ts); err != nil {
+				return err
+			}
+		}
+	}
+	return g.divert(session, role, content, ts)
 }
 
 func newHermesGuard(db string, pause bool) *hermesGuard {

@@ -53,6 +53,7 @@ type options struct {
 	hermesGuards    bool
 	capturePause    bool
 	maintenance     string
+	redivert        int
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&o.vacuumInto, "vacuum-into", "", "write no message: VACUUM INTO this path (a backup taken from a process of its own) and exit")
 	flag.BoolVar(&o.hermesGuards, "hermes-guards", false, "behave like Hermes' own SessionDB guards: refuse to open next to a deleted WAL, refuse writes to a replaced store or a lost WAL generation (diverting them to sessions/<session>.jsonl, acked with id -1), capture the lost generation at halt or close")
 	flag.BoolVar(&o.capturePause, "hermes-capture-pause", false, "with -hermes-guards: stop inside the capture, after its .partial directory and an empty state.db-wal.part exist")
+	flag.IntVar(&o.redivert, "hermes-redivert", 0, "with -hermes-guards: at the first refusal also divert the last N committed messages (a commit that reported an error but reached the WAL)")
 	flag.StringVar(&o.maintenance, "maintenance", "", "write no message: run one of Hermes' maintenance operations (vacuum, journal-delete, journal-wal, restore:<backup>) and exit")
 	flag.Parse()
 	if o.db == "" {
@@ -143,6 +145,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.hermesGuards {
 		guard = newHermesGuard(o.db, o.capturePause)
+		guard.redivert = o.redivert
 	}
 	var ack *os.File
 	if o.ack != "" {
@@ -184,7 +187,7 @@ func run(ctx context.Context, o options) error {
 				// Acked with id -1: saved to the diverted transcript,
 				// which agentd (or Hermes' import) replays.
 				id, toolTurn = -1, false
-				err = guard.divert(o.session, roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
+				err = guard.refused(o.session, roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
 			}
 		}
 		if id == 0 {
@@ -196,6 +199,9 @@ func run(ctx context.Context, o options) error {
 		}
 		if err != nil {
 			return fmt.Errorf("append seq %d: %w", seq, err)
+		}
+		if guard != nil && id > 0 && !toolTurn {
+			guard.committed(roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
 		}
 		written++
 		if ack != nil {
