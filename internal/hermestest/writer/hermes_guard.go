@@ -289,6 +289,15 @@ func pySeparators(s string) string {
 	return b.String()
 }
 
+// refuseOrExit exits with status 3 and Hermes' message when
+// refuseDeletedWAL refuses.
+func refuseOrExit(db string) {
+	if err := refuseDeletedWAL(db); err != nil {
+		fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+		os.Exit(3)
+	}
+}
+
 // refuseDeletedWAL is refuse_deleted_wal_generation: it lists processes
 // (this one included) holding a -wal or -shm of db that the path no longer
 // names, so a second opener never mints a replacement WAL next to it.

@@ -110,10 +110,7 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	if o.hermesGuards {
-		if err := refuseDeletedWAL(o.db); err != nil {
-			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
-			os.Exit(3)
-		}
+		refuseOrExit(o.db)
 	}
 	db, err := sql.Open("sqlite", hermestest.DSN(o.db))
 	if err != nil {
@@ -131,28 +128,19 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	if o.create {
-		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
-			return err
-		}
-	}
-	seq, err := lastSeq(o.ack, o.session)
+	seq, err := prepare(ctx, db, o)
 	if err != nil {
 		return err
-	}
-	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
-		return fmt.Errorf("create session %s: %w", o.session, err)
 	}
 	if o.hermesGuards {
 		guard = newHermesGuard(o.db, o.capturePause)
 		guard.redivert = o.redivert
 	}
-	var ack *os.File
-	if o.ack != "" {
-		ack, err = os.OpenFile(o.ack, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("open ack file: %w", err)
-		}
+	ack, err := openAck(o.ack)
+	if err != nil {
+		return err
+	}
+	if ack != nil {
 		defer ack.Close()
 	}
 
@@ -166,42 +154,14 @@ func run(ctx context.Context, o options) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if interval > 0 {
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(d):
-				}
-			}
-			next = next.Add(interval)
+		if !waitTurn(ctx, &next, interval) {
+			return nil
 		}
 		seq++
 		ts := float64(time.Now().UnixNano()) / 1e9
-		var id int64
-		toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
-		var err error
-		if guard != nil {
-			guard.adopt()
-			if refused := guard.check(); refused != nil {
-				// Acked with id -1: saved to the diverted transcript,
-				// which agentd (or Hermes' import) replays.
-				id, toolTurn = -1, false
-				err = guard.refused(o.session, roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
-			}
-		}
-		if id == 0 {
-			err = retryBusy(ctx, func() error {
-				var err error
-				id, err = appendMessage(db, o.session, seq, ts, toolTurn)
-				return err
-			})
-		}
+		id, err := saveMessage(ctx, db, guard, o, seq, ts)
 		if err != nil {
 			return fmt.Errorf("append seq %d: %w", seq, err)
-		}
-		if guard != nil && id > 0 && !toolTurn {
-			guard.committed(roleOf(seq), hermestest.MessageContent(o.session, seq), ts)
 		}
 		written++
 		if ack != nil {
@@ -226,6 +186,76 @@ func run(ctx context.Context, o options) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// prepare creates the schema when asked and the session, and returns the
+// last seq already acknowledged.
+func prepare(ctx context.Context, db *sql.DB, o options) (int64, error) {
+	if o.create {
+		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
+			return 0, err
+		}
+	}
+	seq, err := lastSeq(o.ack, o.session)
+	if err != nil {
+		return 0, err
+	}
+	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
+		return 0, fmt.Errorf("create session %s: %w", o.session, err)
+	}
+	return seq, nil
+}
+
+// openAck opens the ack file for appending; nil when there is none.
+func openAck(path string) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open ack file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// waitTurn paces the loop at interval (0: no pacing); false when ctx ends.
+func waitTurn(ctx context.Context, next *time.Time, interval time.Duration) bool {
+	if interval <= 0 {
+		return true
+	}
+	if d := time.Until(*next); d > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
+	*next = next.Add(interval)
+	return true
+}
+
+// saveMessage commits message seq, or, when Hermes' guard refuses the
+// write, diverts it and returns id -1: saved to the diverted transcript,
+// which agentd (or Hermes' import) replays.
+func saveMessage(ctx context.Context, db *sql.DB, guard *hermesGuard, o options, seq int64, ts float64) (int64, error) {
+	content := hermestest.MessageContent(o.session, seq)
+	if guard != nil {
+		guard.adopt()
+		if refused := guard.check(); refused != nil {
+			return -1, guard.refused(o.session, roleOf(seq), content, ts)
+		}
+	}
+	toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
+	var id int64
+	err := retryBusy(ctx, func() error {
+		var err error
+		id, err = appendMessage(db, o.session, seq, ts, toolTurn)
+		return err
+	})
+	if err == nil && guard != nil && !toolTurn {
+		guard.committed(roleOf(seq), content, ts)
+	}
+	return id, err
 }
 
 // vacuumInto copies the store at db to dst with VACUUM INTO, as an
