@@ -47,10 +47,8 @@ func (e *Engine) stepCapture(li *live) {
 		e.retryLater(li, "capture failed; the orphan stays pinned and the capture is retried ("+captureHint(err)+")")
 		return
 	}
-	if li.early.dir != "" {
-		e.log.Info("capture taken before release superseded", "incident", li.id, "old", li.early.dir, "new", c.Dir)
-	}
 	e.captured(li, c.Dir)
+	e.dropSuperseded(li, li.early.dir, c.Dir)
 }
 
 // stepRetry (needs_action): run again what failed. Entered from before
