@@ -188,6 +188,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	}
 	return journal.Incident{
 		Store: e.st.Path, Profile: e.st.Profile, Home: e.st.Home, Kind: o.Kind, State: state, Policy: policy,
+		LetsReplay: e.table[state].letsReplay,
 		// The cut the divert uses, as computed here: a resumed incident
 		// must divert with the same one, or the divert refuses.
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,

@@ -28,7 +28,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 	e.add(li)
 	e.record(li, journal.Step{Name: journal.StepResumed, Detail: map[string]any{"state": string(inc.State)}}, nil)
 	e.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
-	if li.state.Rank() >= captured.Rank() {
+	if e.phaseOf(li) == afterCapture {
 		if e.d.Keeper != nil {
 			e.d.Keeper.Drop(e.st.Path, li.id) // the steps after the capture need no pin
 		}
@@ -55,8 +55,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 		e.finish(li, failed, failStep(why))
 		return
 	}
-	preRelease := (li.state.Rank() >= 0 && li.state.Rank() < released.Rank()) ||
-		(li.state == needsAction && li.prev.Rank() >= 0 && li.prev.Rank() < released.Rank())
+	preRelease := e.phaseOf(li) == beforeRelease
 	switch {
 	case preRelease && li.policy == PolicyHold && len(li.writers()) > 0:
 		li.wait = pending{why: WaitHold}

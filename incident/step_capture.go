@@ -57,7 +57,7 @@ func (e *Engine) stepCapture(li *live) {
 // release, it is the capture the holders stay frozen for, then the
 // release; entered later, the final capture.
 func (e *Engine) stepRetry(li *live) {
-	if r := li.prev.Rank(); r < 0 || r >= released.Rank() {
+	if e.phaseOf(li) != beforeRelease {
 		e.stepCapture(li)
 		return
 	}

@@ -55,7 +55,9 @@ func (e *Engine) write(li *live, from, to journal.State, step journal.Step, upda
 		if update != nil {
 			update(inc)
 		}
-		inc.State = to
+		// The table's decision, journaled: the journal's replay gate
+		// reads it, never a list of states of its own.
+		inc.State, inc.LetsReplay = to, e.table[to].letsReplay
 		return nil
 	})
 	if err != nil {

@@ -22,6 +22,12 @@ type Incident struct {
 	// while it is unfinished.
 	ResolvedAt time.Time      `json:"resolved_at,omitzero"`
 	Detail     IncidentDetail `json:"detail"`
+	// LetsReplay is the engine's decision, journaled with each step, that
+	// the incident no longer holds back its store's replay jobs (its
+	// table's letsReplay for State). False, the zero value, holds them
+	// back: a job run too early writes into a generation still being dealt
+	// with, one run late only waits.
+	LetsReplay bool `json:"lets_replay"`
 }
 
 // IncidentDetail is what the protocol learned about an incident, kept as
