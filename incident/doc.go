@@ -111,7 +111,9 @@
 //
 // Every state change goes through enter (transition.go): it refuses a
 // move the table does not list, journals the step with what it learned in
-// one transaction, and moves the incidents gauge. Journal writes do not
+// one transaction, and only once that is committed moves the incident and
+// the incidents gauge; a write that fails leaves the incident where the
+// journal says, and the step runs again at the next wake. Journal writes do not
 // use the engine's context, so the step in flight when the agent stops is
 // recorded as done, never half. Steps are idempotent: after a crash, the
 // step of the journaled state runs again and reaches the same outcome

@@ -87,8 +87,10 @@ func (e *Engine) alive(li *live) []holders.ProcRef {
 // captured moves the incident to captured and unpins the orphan.
 func (e *Engine) captured(li *live, dir string) {
 	li.wait, li.capDir = pending{}, dir
-	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
-		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
+	if !e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
+		func(inc *journal.Incident) { inc.Detail.CapturePath = dir }) {
+		return // the pins stay until the journal says captured
+	}
 	e.unpin(li)
 	if li.snapshot != "" {
 		_ = e.st.RemoveFile(li.snapshot) // through the directory's handle, never by name
