@@ -40,7 +40,7 @@ func TestStateMovesOnlyWithItsRecord(t *testing.T) {
 	id := r.open(journal.KindReplaced, PolicyKill, p)
 	r.eng.Advance()
 	inc := r.incident(id)
-	li := r.eng.live[id]
+	li := r.liveOf(id)
 	if li == nil {
 		t.Fatal("incident not live")
 	}

@@ -41,7 +41,10 @@ func (e *Engine) Resume(inc journal.Incident) {
 	// has: the orphan outlived the agent even where no holder did.
 	e.pinAll(li)
 	e.reclaim(li)
-	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 {
+	// A mispaired store's foreign sidecars not yet quarantined are still
+	// at the path: the quarantine and its capture need no holder.
+	toQuarantine := li.foreign != nil && !li.quarantined
+	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 && !toQuarantine {
 		if li.early.dir != "" {
 			e.captured(li, li.early.dir) // the capture taken before release is all that is left
 			return
@@ -76,7 +79,8 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil, cut: cutFromRecord(inc.Detail.WALCut)}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+	li.fromRecord(inc.Detail)
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}

@@ -63,6 +63,7 @@ func (e *Engine) write(li *live, from, to journal.State, step journal.Step, upda
 		if update != nil {
 			update(inc)
 		}
+		li.toRecord(&inc.Detail)
 		inc.State, inc.LetsReplay = to, e.table[to].letsReplay
 		return nil
 	})
