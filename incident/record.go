@@ -26,6 +26,15 @@ func (li *live) toRecord(d *journal.IncidentDetail) {
 	if li.cut != nil {
 		d.WALCut = cutRecord(li.cut, li.cutSource)
 	}
+	if d.CapturePath == "" {
+		// A capture whose own record failed (capture.written): the next
+		// record says it, or a resumed incident whose holders are gone
+		// would find nothing left to capture while the copy is on disk.
+		d.CapturePath, d.CaptureBytes = li.early.dir, li.early.bytes
+		if li.capDir != "" {
+			d.CapturePath = li.capDir
+		}
+	}
 }
 
 // fromRecord reads back what toRecord wrote.

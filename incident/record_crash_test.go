@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -212,4 +213,41 @@ func (r *rig) liveOf(id string) *live {
 	r.eng.mu.Lock()
 	defer r.eng.mu.Unlock()
 	return r.eng.live[id]
+}
+
+// A capture taken before release whose own record failed is journaled
+// by the next step the journal takes (the release): an agent that then
+// dies, its holders killed, resumes from that capture instead of failing
+// the incident with the copy on disk.
+func TestResumeKeepsACaptureWhoseRecordFailed(t *testing.T) {
+	r := newRig(t, store.Hermes)
+	failing := false
+	r.hooks = Hooks{
+		BeforeJournal: func(_ string, _, _ journal.State, step string) {
+			if on := step == journal.StepCaptureWritten; on != failing {
+				r.failJournalWrites(on)
+				failing = on
+			}
+		},
+		// After the release's record, before the final capture.
+		BeforeStep: func(_ string, s journal.State) {
+			if s == released {
+				panic(crash{"step released"})
+			}
+		},
+	}
+	r.start()
+	w := r.writer(601, true, false)
+	id := r.openWith(Opening{Kind: journal.KindReplaced, Policy: PolicyKill}, w)
+	inc, err := r.j.GetIncident(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.State != released || inc.Detail.CapturePath == "" {
+		t.Fatalf("before the restart: %s, capture %q; want released with the capture before release journaled", inc.State, inc.Detail.CapturePath)
+	}
+	r.restart()
+	if inc := r.settle(id); inc.State != resolved {
+		t.Fatalf("resumed: %s (%s), want resolved from the capture taken before release", inc.State, inc.Detail.Error)
+	}
 }
