@@ -19,10 +19,12 @@ func moveRig(t *testing.T, r *rig, from, prev journal.State, tag string) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cur := inc.State
 	for _, s := range []journal.State{prev, from} {
-		if s == "" || s == pinned && prev == "" {
+		if s == "" || s == cur {
 			continue
 		}
+		cur = s
 		if _, err := r.j.UpdateIncident(ctx, inc.ID, journal.Step{Name: "test.setup"}, func(i *journal.Incident) error {
 			i.State, i.LetsReplay = s, r.eng.table[s].letsReplay
 			return nil
