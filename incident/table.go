@@ -83,7 +83,7 @@ const (
 func newTable() map[journal.State]entry {
 	return map[journal.State]entry{
 		open:          {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
-		frozen:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		frozen:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, needsAction, failed}},
 		pinned:        {step: (*Engine).stepRelease, next: []journal.State{released, needsAction, captured, failed}},
 		released:      {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}, phase: afterRelease},
 		needsAction:   {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}, phaseOfPrev: true},

@@ -139,7 +139,7 @@ func TestPhaseFromTable(t *testing.T) {
 		{open, "", beforeRelease}, {frozen, open, beforeRelease}, {pinned, frozen, beforeRelease},
 		{released, pinned, afterRelease}, {captured, released, afterCapture}, {diverted, captured, afterCapture},
 		{replaying, diverted, afterCapture},
-		{needsAction, pinned, beforeRelease}, {needsAction, released, afterRelease},
+		{needsAction, pinned, beforeRelease}, {needsAction, frozen, beforeRelease}, {needsAction, released, afterRelease},
 		{needsAction, captured, afterRelease}, // not a move the table has: treated as after release
 		{needsAction, "", afterRelease},
 	} {
