@@ -25,9 +25,20 @@ const EventGuardFDLimit = "guard.fdlimit"
 // reasonFDLimit is the guard status of a store past the budget.
 const reasonFDLimit = "the open-file limit leaves no fds for another guard (raise LimitNOFILE= or ulimit -n)"
 
+// minFDReserve is the fewest fds guards leave for everything else. The
+// sockets take a bounded part of it: the control socket at most
+// maxControlConns, the metrics endpoint defaultMetricsLimits.maxConns (a
+// connection past either cap holds no fd for long, or none), so a local
+// user's connections leave the scan, the pins and the captures at least
+// minFDReserve less socketFDs (TestSocketCapsLeaveTheReserve).
+const minFDReserve = 256
+
+// socketFDs is what the two listening servers may hold at once.
+var socketFDs = maxControlConns + defaultMetricsLimits.maxConns
+
 // guardBudget is how many guards the open-file limit leaves room for:
 // limit (0: the process's RLIMIT_NOFILE) less a quarter of it (at least
-// 256) for the scan, the pins, the journal and the sockets.
+// minFDReserve) for the scan, the pins, the journal and the sockets.
 func guardBudget(limit int) int64 {
 	if limit <= 0 {
 		var rl unix.Rlimit
@@ -36,7 +47,7 @@ func guardBudget(limit int) int64 {
 		}
 		limit = int(rl.Cur)
 	}
-	reserve := max(limit/4, 256)
+	reserve := max(limit/4, minFDReserve)
 	return int64(max(limit-reserve, 0) / guardFDs)
 }
 
