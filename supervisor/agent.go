@@ -132,6 +132,7 @@ type Agent struct {
 	// for; fdLimitSaid: guard.fdlimit was logged (fdlimit.go).
 	guardBudget int64
 	fdLimitSaid atomic.Bool
+	shares      *guardShares // the budget's share per owner (guard_share.go)
 	work        workCounters
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
@@ -172,6 +173,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.cache.SetKept(opts.Keeper.Kept)
 	}
 	a.guardBudget = guardBudget(opts.OpenFileLimit)
+	a.shares = newGuardShares()
 	a.live.Store(reloadOf(opts))
 	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it
 	a.ctx, a.cancel = context.WithCancel(context.Background())
