@@ -1,6 +1,9 @@
 package supervisor
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Guards per owner. The fd budget for guards (fdlimit.go) is shared by
 // every user whose stores the agent watches; with one global count, one
@@ -23,8 +26,9 @@ type guardShares struct {
 	armed  map[int]int64 // armed guards per owner
 	// starved counts arms refused to an owner under its share because
 	// the global cap was reached; each is one guard an owner over its
-	// share gives back.
-	starved int64
+	// share gives back. Written under mu, read without it by owesYield's
+	// fast path (every store at every reconcile).
+	starved atomic.Int64
 	said    map[int]bool // owners told once that they reached their share
 }
 
@@ -75,7 +79,7 @@ func (g *guardShares) room(uid int, total, budget int64) (ok bool, why string, f
 	case total >= budget:
 		if under {
 			// Bounded: at most every guard an owner over its share holds.
-			g.starved = min(g.starved+1, budget)
+			g.starved.Store(min(g.starved.Load()+1, budget))
 		}
 		return false, reasonFDLimit, false
 	}
@@ -87,19 +91,25 @@ func (g *guardShares) room(uid int, total, budget int64) (ok bool, why string, f
 // owesYield reports whether an armed guard of uid should let go: uid
 // holds more than its share and an owner under its share is waiting.
 func (g *guardShares) owesYield(uid int, budget int64) bool {
+	if g.starved.Load() == 0 {
+		return false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.starved > 0 && g.armed[uid] > g.shareLocked(budget)
+	return g.starved.Load() > 0 && g.armed[uid] > g.shareLocked(budget)
 }
 
 // yield is owesYield for a guard about to let go; it takes one waiting
 // arm off the count.
 func (g *guardShares) yield(uid int, budget int64) bool {
+	if g.starved.Load() == 0 {
+		return false // every check of an armed store passes here
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.starved == 0 || g.armed[uid] <= g.shareLocked(budget) {
+	if g.starved.Load() == 0 || g.armed[uid] <= g.shareLocked(budget) {
 		return false
 	}
-	g.starved--
+	g.starved.Add(-1)
 	return true
 }

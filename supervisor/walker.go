@@ -218,6 +218,9 @@ func guardOwed(w *worker, sr *holders.StoreResult) bool {
 // guardYields reports whether the store's armed guard is one its owner,
 // over its share, gives back to another owner waiting (guard_share.go).
 func guardYields(w *worker) bool {
+	if !w.a.shares.owesYield(ownerOf(w.st.DirID), w.a.guardBudget) {
+		return false // nobody waits: what nearly every reconcile sees
+	}
 	g := w.guardState()
-	return g != nil && g.State == control.GuardArmed && w.a.shares.owesYield(ownerOf(w.st.DirID), w.a.guardBudget)
+	return g != nil && g.State == control.GuardArmed
 }
