@@ -201,7 +201,7 @@ func New(cfg Config, log *slog.Logger) *Alerter {
 		rate:    make(map[alertKey]*rateState),
 		quiet:   make(map[string]bool, len(cfg.Quiet)),
 		urgentN: make(map[alertKey]int),
-		wake:    make(chan struct{}, 1),
+		wake:    make(chan struct{}, cfg.Concurrency), // one per worker that may wait
 	}
 	for _, e := range cfg.Quiet {
 		a.quiet[e] = true

@@ -72,7 +72,7 @@ func (a *Alerter) pushUrgentLocked(al Alert, key alertKey) {
 	}
 	select {
 	case a.wake <- struct{}{}:
-	default: // a wake is pending already
+	default: // every worker has a wake pending already
 	}
 }
 
