@@ -55,7 +55,7 @@ func (e *Engine) stepCapture(li *live) {
 // release, it is the capture the holders stay frozen for, then the
 // release; entered later, the final capture.
 func (e *Engine) stepRetry(li *live) {
-	if r := li.prev.Rank(); r < 0 || r >= released.Rank() {
+	if e.phaseOf(li) != beforeRelease {
 		e.stepCapture(li)
 		return
 	}
@@ -85,8 +85,10 @@ func (e *Engine) alive(li *live) []holders.ProcRef {
 // captured moves the incident to captured and unpins the orphan.
 func (e *Engine) captured(li *live, dir string) {
 	li.wait, li.capDir = pending{}, dir
-	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
-		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
+	if !e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
+		func(inc *journal.Incident) { inc.Detail.CapturePath = dir }) {
+		return // the pins stay until the journal says captured
+	}
 	e.settleForeign(li, dir)
 	e.unpin(li)
 	if li.snapshot != "" {
