@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/stateguard/stateguard/internal/journald"
+	"github.com/stateguard/stateguard/internal/termsafe"
 )
 
 // LogOutput is where the agent's log can go. The zero value is this
@@ -53,6 +54,10 @@ func (o LogOutput) Logger(c LogConfig) (*slog.Logger, LogFormat) {
 			}
 		}
 	}
+	// slog's text handler quotes a control character, its JSON handler
+	// leaves C1 (U+009B, CSI) raw: a holder's command line logged as an
+	// attribute must not reach a terminal or a log viewer as one.
+	w = termsafe.NewWriter(w)
 	switch format {
 	case LogText:
 		return slog.New(slog.NewTextHandler(w, opts)), LogText

@@ -303,6 +303,9 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 
 	frozen := w.freezeWriters(known.Holders, ev.Pid, ev.At)
 	for pid, f := range gated.frozen {
+		if dup, ok := frozen[pid]; ok {
+			w.stops.drop(dup.ref) // one frozenProc, one claim
+		}
 		frozen[pid] = f // stopped since its open(2), before this write
 	}
 	gated.frozen = nil
@@ -437,7 +440,7 @@ func (w *worker) freezeWriters(known []holders.Process, writer int, seen time.Ti
 		if p.Pid == writer || !p.MayWrite() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
-		if err := holders.Freeze(p.Ref()); err == nil {
+		if err := w.stops.stop(p.Ref()); err == nil {
 			frozen[p.Pid] = stoppedAfter(p.Ref(), seen)
 			w.log.Debug("holder stopped for a write into the main", "pid", p.Pid, "writer", writer)
 		}
@@ -509,7 +512,10 @@ func (w *worker) openRewrites(held map[int]frozenProc) {
 	}
 	for _, rs := range seen {
 		for pid := range held {
-			delete(rs.frozen, pid)
+			if f, ok := rs.frozen[pid]; ok {
+				w.stops.drop(f.ref) // the check's own claim holds it
+				delete(rs.frozen, pid)
+			}
 		}
 		w.openRewrite(rs)
 	}
@@ -562,7 +568,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 			continue // the agent's own fds, in a child not exec'd yet
 		}
 		if _, done := rs.frozen[p.Pid]; !done && policy != incident.PolicyObserve {
-			if err := holders.Freeze(p.Ref()); err == nil {
+			if err := w.stops.stop(p.Ref()); err == nil {
 				rs.frozen[p.Pid] = stoppedAfter(p.Ref(), rs.at)
 			}
 		}
@@ -592,4 +598,5 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 		o.FoundLate, o.ChangedAfter, o.Evidence = true, rs.found.since, rs.found.evidence
 	}
 	w.engine().Open(o)
+	w.stops.handOver(rs.frozen)
 }
