@@ -128,9 +128,12 @@ type HolderRecord struct {
 	Files      []HolderFile `json:"files,omitempty"`
 	Frozen     bool         `json:"frozen,omitempty"`
 	// ReadOnly: every fd and mapping it had on the orphan was read-only,
-	// so it cannot write the orphaned generation; it is pinned and
-	// reported, never signalled.
-	ReadOnly bool   `json:"read_only,omitempty"`
+	// so it cannot write the orphaned generation, or it is Foreign; it is
+	// pinned and reported, never signalled.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Foreign says why it is another user's process the agent may not
+	// signal (holders.Process.Foreign); "" for the store owner's.
+	Foreign  string `json:"foreign,omitempty"`
 	Released string `json:"released,omitempty"` // how: terminate, kill, resume, exited
 }
 
