@@ -49,6 +49,8 @@ type live struct {
 	replay []recovery.DivertFile
 
 	openedAt time.Time
+	// needsSince is when it last entered needs_action (frozen_limit.go).
+	needsSince time.Time
 	// replacedAt is when the generation changed at the path: a replaced
 	// incident replays only rows committed after it.
 	replacedAt time.Time

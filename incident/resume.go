@@ -79,7 +79,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil, needsSince: inc.Detail.NeedsActionAt}
 	li.fromRecord(inc.Detail)
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)

@@ -48,6 +48,9 @@ type IncidentDetail struct {
 	Quarantined  []string      `json:"quarantined,omitempty"` // mispaired sidecars moved aside
 	DivertDir    string        `json:"divert_dir,omitempty"`
 	Error        string        `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
+	// NeedsActionAt is when the incident last entered needs_action: what
+	// the frozen limit counts from, across restarts.
+	NeedsActionAt time.Time `json:"needs_action_at,omitzero"`
 	// Rewriter is the process that rewrote the main in place (kind
 	// rewritten): never signalled, waited for.
 	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
