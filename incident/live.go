@@ -51,6 +51,10 @@ type live struct {
 	openedAt time.Time
 	// needsSince is when it last entered needs_action (frozen_limit.go).
 	needsSince time.Time
+	// run is the step under way as journaled, and parked why its steps
+	// are not run any more (park.go).
+	run    *journal.StepRun
+	parked string
 	// replacedAt is when the generation changed at the path: a replaced
 	// incident replays only rows committed after it.
 	replacedAt time.Time

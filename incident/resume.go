@@ -79,7 +79,8 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil, needsSince: inc.Detail.NeedsActionAt}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil,
+		needsSince: inc.Detail.NeedsActionAt, run: inc.Detail.StepRun, parked: inc.Detail.Parked}
 	li.fromRecord(inc.Detail)
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)

@@ -172,11 +172,11 @@ func (e *Engine) run(li *live) {
 		if ent.terminal || ent.step == nil || !li.wait.ready(e.d.Now()) {
 			return
 		}
+		if e.stopping.Load() || !e.beginStep(li) {
+			return
+		}
 		if h := e.d.Hooks.BeforeStep; h != nil {
 			h(li.id, li.state)
-		}
-		if e.stopping.Load() {
-			return
 		}
 		if ent.verify != nil {
 			if err := ent.verify(e, li); err != nil {
@@ -186,6 +186,7 @@ func (e *Engine) run(li *live) {
 		}
 		before, began := li.state, time.Now()
 		ent.step(e, li)
+		e.endStep(li)
 		// How long each step held the store's worker: the figure behind
 		// the freeze latency of the store's next incident.
 		e.log.Debug("incident step", "incident", li.id, "state", string(before), "to", string(li.state),

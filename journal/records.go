@@ -51,6 +51,12 @@ type IncidentDetail struct {
 	// NeedsActionAt is when the incident last entered needs_action: what
 	// the frozen limit counts from, across restarts.
 	NeedsActionAt time.Time `json:"needs_action_at,omitzero"`
+	// StepRun is the step under way, when an agent started one and did
+	// not come back from it (SetStepRun).
+	StepRun *StepRun `json:"step_run,omitempty"`
+	// Parked says why the incident's step is not run again (two agents
+	// died in it); an operator's release clears it.
+	Parked string `json:"parked,omitempty"`
 	// Rewriter is the process that rewrote the main in place (kind
 	// rewritten): never signalled, waited for.
 	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
