@@ -49,6 +49,27 @@ func expectLog(t *testing.T, p *agentdProc, timeout time.Duration, parts ...stri
 	}
 }
 
+// guardOf is the store's guard in agentd's status.
+func guardOf(t *testing.T, socket, path string) (g struct{ State, Reason string }) {
+	t.Helper()
+	var st struct {
+		Stores []struct {
+			Path  string `json:"path"`
+			Guard *struct {
+				State  string `json:"state"`
+				Reason string `json:"reason"`
+			} `json:"guard"`
+		} `json:"stores"`
+	}
+	apiJSON(t, socket, "GET", "/v1/status", nil, &st)
+	for _, s := range st.Stores {
+		if s.Path == path && s.Guard != nil {
+			g.State, g.Reason = s.Guard.State, s.Guard.Reason
+		}
+	}
+	return g
+}
+
 // noSignalEvent fails if the log names pid in a freeze or release event.
 func noSignalEvent(t *testing.T, p *agentdProc, name string, pid int) {
 	t.Helper()
@@ -93,6 +114,9 @@ func TestAttackForeignMainRenamedIntoProfile(t *testing.T) {
 		t.Errorf("store.foreign does not say the file is another user's: %s", line)
 	}
 	waitReconciles(t, p, 2) // the scans have seen dave's writer on it
+	if g := guardOf(t, r.socket, carol.store()); g.State != "unavailable" || !strings.Contains(g.Reason, "foreign file") {
+		t.Errorf("status of carol's store: guard %+v, want unavailable for the foreign file", g)
+	}
 	carol.as(t, `mv "$1.keep" "$1"`, carol.store())
 	waitReconciles(t, p, 3)
 
