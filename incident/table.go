@@ -178,6 +178,10 @@ func (e *Engine) run(li *live) {
 		if h := e.d.Hooks.BeforeStep; h != nil {
 			h(li.id, li.state)
 		}
+		if e.stopping.Load() { // Stop came while the hook held the step
+			e.endStep(li)
+			return
+		}
 		if ent.verify != nil {
 			if err := ent.verify(e, li); err != nil {
 				e.needsAction(li, err.Error())
