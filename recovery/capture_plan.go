@@ -126,7 +126,14 @@ func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
 				return nil, fmt.Errorf("capture of %s: staging holds %s with identity %s but the pinned %s is %s: they are different generations; finish the capture in a new staging directory",
 					r.req.DBPath, r.stage.join(name), id, suffix, pinned.id)
 			}
-			return &planFile{srcName: r.stage.join(name), size: st.Size, keep: st.Size, adopt: true, id: id}, nil
+			size := st.Size
+			if suffix == "-wal" {
+				var err error
+				if size, err = r.cutAdopted(name, size); err != nil {
+					return nil, err
+				}
+			}
+			return &planFile{srcName: r.stage.join(name), size: size, keep: size, adopt: true, id: id}, nil
 		}
 	}
 	if pinned != nil && suffix == "-wal" {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/walsalvage"
 )
@@ -70,4 +71,46 @@ func dataEnd(ctx context.Context, f *os.File, name string, size int64) (int64, e
 		end, off = min(hole, size), hole
 	}
 	return end, nil
+}
+
+// cutAdopted cuts a quarantined -wal, already the capture's own file, to
+// its walKeep length and returns it: the bytes past its last frame are
+// read by nobody, and hashing a 200 GB sparse tail took minutes. A writer
+// the quarantine left it to (resume policy) appends after its own last
+// frame, which is before that length.
+func (r *captureRun) cutAdopted(name string, size int64) (int64, error) {
+	f, err := openatRegular(r.stage, name)
+	if err != nil {
+		return 0, fmt.Errorf("open quarantined %s: %w", r.stage.join(name), err)
+	}
+	defer f.Close()
+	keep, err := walKeep(r.ctx, f, f.Name(), size)
+	if err != nil || keep >= size {
+		return size, err
+	}
+	if err := truncateSame(r.stage, name, f, keep); err != nil {
+		return 0, fmt.Errorf("cut quarantined %s to its last frame (%d bytes): %w", f.Name(), keep, err)
+	}
+	return keep, nil
+}
+
+// truncateSame truncates name in d to size through a write fd of its own,
+// only if that is the inode f has open (never a file swapped in since).
+func truncateSame(d capDir, name string, f *os.File, size int64) error {
+	fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return err
+	}
+	if err := unix.Fstat(int(f.Fd()), &b); err != nil {
+		return err
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		return fmt.Errorf("%s is not the file read: %w", d.join(name), fileid.ErrIdentityChanged)
+	}
+	return unix.Ftruncate(fd, size)
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // A -wal an attacker (or a crash) left huge: its frames, then garbage,
@@ -93,4 +95,45 @@ func TestCaptureOfAHugeHoleIsCancelled(t *testing.T) {
 	if left := retiredDirs(t, dir); len(left) > 0 {
 		t.Errorf("cancelled capture left %v", left)
 	}
+}
+
+// The same -wal quarantined into the capture (a mispaired store nobody
+// holds) is adopted cut after its frames, in moments.
+func TestAdoptedQuarantinedWALIsCutAtItsLastFrame(t *testing.T) {
+	gen, acks := crashedGeneration(t, 20, true)
+	fi, err := os.Stat(gen + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := fi.Size()
+	if err := os.Truncate(gen+"-wal", 200<<30); err != nil {
+		t.Fatal(err)
+	}
+	src := openPinned(t, gen)
+	staging, err := StageCapture(CaptureRequest{DBPath: gen, PID: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := QuarantineSidecars(gen, staging, map[string]fileid.ID{"-wal": statID(t, gen+"-wal")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := WriteCapture(ctx, CaptureSource{Main: src.Main}, CaptureRequest{DBPath: gen, PID: 9, Staging: staging, Kind: KindMispaired})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("capture adopting a 200 GiB sparse -wal (%v): %v", took, err)
+	}
+	if cw, err := os.Stat(filepath.Join(c.Dir, "state.db-wal")); err != nil || cw.Size() != frames {
+		t.Fatalf("adopted -wal: %v, %d bytes, want its %d bytes of frames", err, cw.Size(), frames)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the capture took %v", took)
+	}
+	copyPath, err := PrivateCopy(context.Background(), c.Dir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, readOnly(t, copyPath), acks)
 }
