@@ -17,13 +17,20 @@ const EventIncidentParked = "incident.parked"
 // retry (the OOM killer, a reboot); a second in the same step is the step.
 const maxStepStarts = 2
 
-// counted reports whether the step of state s is counted: the captures,
-// which run on the store's worker for as long as the files take (a
-// capture that never finished kept the watchdog restarting agentd into
-// it, in a loop). The other steps are short, or (the divert) run on
-// their own goroutine under the engine's context.
-func counted(s journal.State) bool {
-	return s == pinned || s == released || s == needsAction
+// counted reports whether li's step is counted: the captures, which run
+// on the store's worker for as long as the files take (a capture that
+// never finished kept the watchdog restarting agentd into it, in a loop).
+// The other steps are short, or (the divert) run on their own goroutine
+// under the engine's context. A released incident whose writers still
+// live only waits for them, at every wake of the worker: not journaled.
+func (e *Engine) counted(li *live) bool {
+	switch li.state {
+	case pinned, needsAction:
+		return true
+	case released:
+		return len(e.alive(li)) == 0
+	}
+	return false
 }
 
 // beginStep journals that li's step starts and reports whether it may:
@@ -32,7 +39,7 @@ func (e *Engine) beginStep(li *live) bool {
 	if li.parked != "" {
 		return false
 	}
-	if !counted(li.state) {
+	if !e.counted(li) {
 		return true
 	}
 	run := journal.StepRun{State: li.state, Starts: 1}
