@@ -85,7 +85,7 @@ type Pin struct {
 // their WAL at the rewrite.
 func frozenBefore(o Opening) bool {
 	for _, p := range o.Orphans {
-		if !p.MayWrite() {
+		if neverSignalled(&p) {
 			continue
 		}
 		at, ok := o.Frozen[p.Pid]
@@ -143,7 +143,7 @@ func (e *Engine) Open(o Opening) {
 	}
 	for _, p := range o.Orphans {
 		_, fr := o.Frozen[p.Pid]
-		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: !p.MayWrite()})
+		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: neverSignalled(&p), foreign: p.Foreign})
 	}
 	if e.st.Kind == store.Hermes {
 		e.markHermesDiverts(li)
@@ -153,7 +153,7 @@ func (e *Engine) Open(o Opening) {
 	e.add(li)
 	e.emit(slog.LevelError, "orphaned generation under a live process", EventIncidentOpened, li,
 		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders),
-		"read_only", readerPids(li.holders))
+		"read_only", readerPids(li.holders), "foreign", foreignHolders(li.holders))
 	seen := o.At
 	if o.SeenAt.After(seen) {
 		seen = o.SeenAt
@@ -184,10 +184,10 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	policy := "none" // nobody to release: no holder, or only read-only ones
 	var recs []journal.HolderRecord
 	for _, p := range o.Orphans {
-		if p.MayWrite() {
+		if !neverSignalled(&p) {
 			policy = string(o.Policy)
 		}
-		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: !p.MayWrite()}
+		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: neverSignalled(&p), Foreign: p.Foreign}
 		_, hr.Frozen = o.Frozen[p.Pid]
 		for _, f := range p.Files {
 			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID, Birth: f.Birth})

@@ -265,6 +265,8 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 			why = "the confirming scan shows it holding no orphaned inode"
 		case !p.MayWrite():
 			why = "it holds the orphan read-only"
+		case !p.MaySignal():
+			why = "it is another user's process: " + p.Foreign
 		default:
 			continue
 		}
@@ -354,9 +356,11 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 	live := orphans[:0]
 	for i := range orphans {
 		p := &orphans[i]
-		// A read-only holder cannot write the orphan: it is pinned and
-		// reported by the incident, never signalled.
-		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() {
+		// A read-only holder cannot write the orphan, and another user's
+		// process holding none of SQLite's locks is not the store's to
+		// stop: both are pinned and reported by the incident, never
+		// signalled.
+		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() || !p.MaySignal() {
 			live = append(live, *p)
 			continue
 		}

@@ -437,7 +437,7 @@ func (w *worker) freezeWriters(known []holders.Process, writer int, seen time.Ti
 	}
 	for i := range known {
 		p := &known[i]
-		if p.Pid == writer || !p.MayWrite() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if p.Pid == writer || !p.MayWrite() || !p.MaySignal() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if err := w.stops.stop(p.Ref()); err == nil {
@@ -561,7 +561,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 		switch {
 		case p.Pid == rs.writer.Pid || w.owns(p.Ref()):
 			continue
-		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
+		case !p.MayWrite() || !p.MaySignal() || w.a.excluded(p) || w.restorer(p.Ref()):
 			bystanders = append(bystanders, p.Ref())
 			continue
 		case forkCopy(p):

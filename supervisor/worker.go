@@ -141,7 +141,7 @@ func (w *worker) engine() *incident.Engine {
 	a, s := w.a, w.st
 	e := incident.New(a.ctx, s, incident.Deps{
 		Journal: a.journal,
-		Procs:   incident.Host{},
+		Procs:   incident.Host{Dir: s.DirID},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
 		Memory:  &a.cache,
