@@ -4,7 +4,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
@@ -56,18 +55,7 @@ func (w *worker) check(at time.Time) {
 		}
 	}
 	if changed {
-		// Both the kick that set the check off and the first event at
-		// the store's paths since the last check came no later than the
-		// change's own event, so the later of them is the closer bound.
-		// Either can be stale: a kick queued while the worker was busy
-		// for seconds (a divert) keeps its time, and dating the change
-		// there replayed back rows the orphan committed before the rename
-		// (issue 18); the watcher can hand an event on with the time its
-		// burst began.
-		if seenAt.After(at) {
-			at = seenAt
-		}
-		at = w.changeSeen(at)
+		at = w.changeAt(at, seenAt)
 	}
 	sr, ok := w.scan(gen, changed, frozen)
 	if !ok {
@@ -80,20 +68,9 @@ func (w *worker) check(at time.Time) {
 	orphans, kind, policy := w.freezeOrphans(orphans, frozen)
 	old, hadGen := w.gen, w.haveGen
 	if changed {
-		ch := gen.Diff(old)
-		w.log.Info("generation changed", "event", EventGenerationChanged, "change", ch.String(),
-			"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID, "intended", w.intended())
-		if len(orphans) == 0 {
-			w.checkForeignSidecars(ch, old, gen, sr, at)
-			w.lostWAL(ch, old, gen, at)
-		}
+		w.generationChanged(old, gen, sr, len(orphans) > 0, at)
 	}
-	w.gen, w.haveGen = gen, true
-	w.unchangedAt = genAt
-	w.watchMain(gen.Main)
-	fam := gen.IDs()
-	w.seen.Store(&fam)
-	w.recheck.Store(false)
+	w.adoptGeneration(gen, genAt)
 	defer w.notePosition()                      // last: what the check leaves at the path
 	defer w.adoptLostWALs(sr, orphans, gen, at) // after the guard is synced and what it kept is known
 	defer w.checkpointIdle(gen, sr)             // after the guard is synced: deferred calls run last first
@@ -105,6 +82,46 @@ func (w *worker) check(at time.Time) {
 		}
 		w.openIncident(orphans, kind, policy, frozen, at, seenAt, oldRec, gen, cut)
 	}
+}
+
+// changeAt dates a generation change the check saw. Both the kick that
+// set the check off (at) and the first event at the store's paths since
+// the last check (seenAt) came no later than the change's own event, so
+// the later of them is the closer bound. Either can be stale: a kick
+// queued while the worker was busy for seconds (a divert) keeps its time,
+// and dating the change there replayed back rows the orphan committed
+// before the rename; the watcher can hand an event on with the time its
+// burst began.
+func (w *worker) changeAt(at, seenAt time.Time) time.Time {
+	if seenAt.After(at) {
+		at = seenAt
+	}
+	return w.changeSeen(at)
+}
+
+// generationChanged logs a change from old to gen and, when no orphan
+// holder explains it, looks at what the change left behind: sidecars of
+// another generation next to the main, an unlinked -wal the guard kept.
+func (w *worker) generationChanged(old, gen store.Generation, sr *holders.StoreResult, orphaned bool, at time.Time) {
+	ch := gen.Diff(old)
+	w.log.Info("generation changed", "event", EventGenerationChanged, "change", ch.String(),
+		"main", gen.Main.ID, "wal", gen.WAL.ID, "shm", gen.SHM.ID, "intended", w.intended())
+	if !orphaned {
+		w.checkForeignSidecars(ch, old, gen, sr, at)
+		w.lostWAL(ch, old, gen, at)
+	}
+}
+
+// adoptGeneration makes gen the one the worker last saw: what the next
+// check compares with, the main fanotify watches, the identities the fast
+// path's events are matched against.
+func (w *worker) adoptGeneration(gen store.Generation, genAt time.Time) {
+	w.gen, w.haveGen = gen, true
+	w.unchangedAt = genAt
+	w.watchMain(gen.Main)
+	fam := gen.IDs()
+	w.seen.Store(&fam)
+	w.recheck.Store(false)
 }
 
 // armOnOpen arms the guard at once when gen is only a connection opening
@@ -276,33 +293,6 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	return orphans
 }
 
-// exited reports whether an inspected holder is gone (or a zombie, which
-// holds no file) since the scan saw it: it can keep no orphan alive and
-// write none, so it opens no incident; what it left is a plain generation
-// change (lostWAL looks at a -wal that went with it). A holder known only
-// from lock evidence has no start time to check and is kept.
-func exited(p *holders.Process) bool {
-	if !p.Inspected {
-		return false
-	}
-	st, err := holders.State(p.Ref())
-	return errors.Is(err, holders.ErrProcessGone) || (err == nil && (st == 'Z' || st == 'X'))
-}
-
-// holdsStaleData reports whether p holds a main or -wal that is not the
-// one at its path in g: what a read-only holder must hold for there to be
-// anything to capture. One that holds only an old -shm (rebuilt from the
-// WAL, never captured) is no incident: often it is not even the store's
-// (an unrelated file that got a freed -shm's inode number).
-func holdsStaleData(p *holders.Process, g store.Generation) bool {
-	for _, f := range p.Files {
-		if cur := fileOf(g, f.Role); f.Role != holders.RoleSHM && (!cur.Exists || cur.ID != f.ID) {
-			return true
-		}
-	}
-	return false
-}
-
 // thaw gives back the claim f (a stop this check, the early freeze or a
 // rewrite's handling made) and says why; an empty why says nothing. The
 // process is resumed only when no other claim holds it (the early freeze,
@@ -322,21 +312,6 @@ func (w *worker) thaw(pid int, f frozenProc, why string) {
 		w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
 			"stopped_ms", float64(time.Since(f.at).Microseconds())/1000, "err", err)
 	}
-}
-
-// orphansNow keeps the orphans that hold an inode that is not the one at
-// its path in now, read after the scan. The scan lstats the paths before
-// it inspects the processes: a process that opened the store's next
-// generation in between (a gateway starting right after the sidecars were
-// removed) holds files the scan saw as not current, and is no orphan.
-func orphansNow(orphans []holders.Process, now store.Generation) []holders.Process {
-	var out []holders.Process
-	for i := range orphans {
-		if holdsStale(&orphans[i], now) {
-			out = append(out, orphans[i])
-		}
-	}
-	return out
 }
 
 // freezeOrphans stops the orphans the policy says to stop that the fast
@@ -480,77 +455,9 @@ func (w *worker) readGenerationChecked() (store.Generation, bool) {
 	return g, true
 }
 
-// holdsStale reports whether a cached holder holds an inode of the store
-// that is not the one now at its path.
-func holdsStale(p *holders.Process, g store.Generation) bool {
-	for _, f := range p.Files {
-		cur := fileOf(g, f.Role)
-		if !cur.Exists || cur.ID != f.ID {
-			return true
-		}
-	}
-	return false
-}
-
-func fileOf(g store.Generation, r holders.Role) fileid.State {
-	switch r {
-	case holders.RoleWAL:
-		return g.WAL
-	case holders.RoleSHM:
-		return g.SHM
-	}
-	return g.Main
-}
-
-// guessKind classifies one cached holder against a generation, for the
-// fast path's policy look-up only.
-func guessKind(p *holders.Process, g store.Generation) journal.Kind {
-	for _, f := range p.Files {
-		if f.Role == holders.RoleMain && (!g.Main.Exists || g.Main.ID != f.ID) {
-			return journal.KindReplaced
-		}
-	}
-	return journal.KindSidecarLost
-}
-
-// classify names the incident from the fresh scan's orphan holders: the
-// main replaced with the old sidecars still at the path is mispaired,
-// main replaced otherwise is replaced, and orphaned sidecars under the
-// same main are sidecar_lost.
-func classify(orphans []holders.Process) journal.Kind {
-	kind := journal.KindSidecarLost
-	for _, p := range orphans {
-		mainGone, sidecarCurrent := false, false
-		for _, f := range p.Files {
-			switch {
-			case f.Role == holders.RoleMain && !f.Current:
-				mainGone = true
-			case f.Role != holders.RoleMain && f.Current:
-				sidecarCurrent = true
-			}
-		}
-		if mainGone && sidecarCurrent {
-			return journal.KindMispaired
-		}
-		if mainGone {
-			kind = journal.KindReplaced
-		}
-	}
-	return kind
-}
-
 func (w *worker) thawAll(frozen map[int]frozenProc, why string) {
 	for pid, f := range frozen {
 		w.thaw(pid, f, why)
 		delete(frozen, pid)
 	}
-}
-
-func findPid(ps []holders.Process, pid int) *holders.Process {
-	for i := range ps {
-		if ps[i].Pid == pid {
-			return &ps[i]
-		}
-	}
-	return nil
 }

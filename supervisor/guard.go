@@ -211,39 +211,7 @@ func (w *worker) guardArm(gen store.Generation) {
 	}
 	g, err := w.armGuardChecked(want)
 	if err != nil {
-		switch {
-		case errors.Is(err, store.ErrDirChanged) || errors.Is(err, store.ErrSymlinkInPath):
-			// Not this store's directory any more: nothing is locked
-			// there; the next rescan picks up a new directory.
-			gd.setRetry(false)
-			if key := fmt.Sprint(want, err); gd.failed != key {
-				gd.failed = key
-				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
-					"err", err, "hint", "the store's directory is not the one discovery recorded; nothing was locked")
-			}
-			w.guardUnavailable(false, "store directory changed")
-		case errors.Is(err, errNotWAL):
-			gd.setRetry(false)
-			w.guardUnavailable(false, "not in WAL mode")
-		case errors.Is(err, fileid.ErrIdentityChanged):
-			// A change between the check's lstat and the open: the
-			// change's own event brings the next check; the tick
-			// retries in case it was folded into this one.
-			gd.setRetry(true)
-			w.guardUnavailable(mainSame, "store changed while arming; retrying")
-		default:
-			gd.setRetry(errors.Is(err, holders.ErrGuardRefused))
-			why, hint := err.Error(), "the agent retries at every change and reconcile"
-			if gd.retry {
-				why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried at once, then every second"
-			}
-			if key := fmt.Sprint(want, err); gd.failed != key {
-				gd.failed = key
-				w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
-					"err", err, "hint", hint)
-			}
-			w.guardUnavailable(mainSame, why)
-		}
+		w.guardArmFailed(want, mainSame, err)
 		return
 	}
 	claimed := gd.claimedWAL
@@ -257,6 +225,46 @@ func (w *worker) guardArm(gen store.Generation) {
 		w.guardCloseOne(old, "generation changed")
 	}
 	w.guardSet(control.GuardStatus{State: control.GuardArmed})
+}
+
+// guardArmFailed says why arming want failed, once per cause, and
+// whether the next second's tick tries again (a refused lock, a change
+// while arming) or only the next check or reconcile.
+func (w *worker) guardArmFailed(want fileid.Family, mainSame bool, err error) {
+	gd := &w.guard
+	switch {
+	case errors.Is(err, store.ErrDirChanged) || errors.Is(err, store.ErrSymlinkInPath):
+		// Not this store's directory any more: nothing is locked
+		// there; the next rescan picks up a new directory.
+		gd.setRetry(false)
+		if key := fmt.Sprint(want, err); gd.failed != key {
+			gd.failed = key
+			w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
+				"err", err, "hint", "the store's directory is not the one discovery recorded; nothing was locked")
+		}
+		w.guardUnavailable(false, "store directory changed")
+	case errors.Is(err, errNotWAL):
+		gd.setRetry(false)
+		w.guardUnavailable(false, "not in WAL mode")
+	case errors.Is(err, fileid.ErrIdentityChanged):
+		// A change between the check's lstat and the open: the
+		// change's own event brings the next check; the tick
+		// retries in case it was folded into this one.
+		gd.setRetry(true)
+		w.guardUnavailable(mainSame, "store changed while arming; retrying")
+	default:
+		gd.setRetry(errors.Is(err, holders.ErrGuardRefused))
+		why, hint := err.Error(), "the agent retries at every change and reconcile"
+		if gd.retry {
+			why, hint = "lock refused", "a connection in EXCLUSIVE locking mode (or one setting up the -shm) holds a write lock; retried at once, then every second"
+		}
+		if key := fmt.Sprint(want, err); gd.failed != key {
+			gd.failed = key
+			w.log.Warn("guard not armed", "event", EventGuardFailed, "main", want.Main.String(), "shm", want.SHM.String(),
+				"err", err, "hint", hint)
+		}
+		w.guardUnavailable(mainSame, why)
+	}
 }
 
 // guardUnavailable reports why the live generation is not guarded. With
