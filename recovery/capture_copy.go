@@ -16,6 +16,10 @@ import (
 	"github.com/stateguard/stateguard/fileid"
 )
 
+// cloneFile is cloneOrCreate; a test replaces it to make a clone that
+// cannot be read back, which no real filesystem produces on demand.
+var cloneFile = cloneOrCreate
+
 // captureChunk is the pread size: large enough that a copy is bound by
 // the disk, small enough that a cancelled context is noticed quickly.
 const captureChunk = 1 << 20
@@ -43,7 +47,7 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 	var dst *os.File
 	cloned := false
 	if allowClone {
-		dst, cloned, err = cloneOrCreate(src, d, name, owner)
+		dst, cloned, err = cloneFile(src, d, name, owner)
 	} else {
 		dst, err = d.createExcl(name, owner)
 	}
@@ -61,8 +65,10 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 	c = copiedFile{name: name, bytes: size, origin: "copy"}
 	if cloned {
 		c.origin = "reflink"
-		st, err := fstatFile(dst)
-		if err != nil {
+		// No := here: the hash's error must reach the check below, or a
+		// clone that cannot be read counts as a good copy with no sha256.
+		var st unix.Stat_t
+		if st, err = fstatFile(dst); err != nil {
 			return c, fmt.Errorf("stat clone %s: %w", d.join(name), err)
 		}
 		if st.Size != size {
@@ -74,6 +80,11 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 	}
 	if err != nil {
 		return c, err
+	}
+	if c.sha256 == "" {
+		// Every later check compares against this sum: one that was never
+		// computed must not be recorded as if it were.
+		return c, fmt.Errorf("copy %s to %s: no sha256 was computed; the copy is not trusted", srcName, d.join(name))
 	}
 	if err := dst.Sync(); err != nil {
 		return c, fmt.Errorf("fsync %s: %w", d.join(name), err)
