@@ -12,12 +12,17 @@ const (
 	EventGenerationChanged = "generation.changed"
 	EventReplayDone        = "replay.done"
 	EventReplayFailed      = "replay.failed"
-	EventScanUnknown       = "scan.unknown"
-	EventHolderThawed      = "holder.thawed"
-	EventGuardArmed        = "guard.armed"
-	EventGuardReleased     = "guard.released"
-	EventGuardPaused       = "guard.paused"
-	EventGuardFailed       = "guard.failed"
+	// EventReplayUncheckpointed: a replay committed its rows but its
+	// final checkpoint was refused, so they are only in the store's
+	// -wal; the job runs again (the rows are not appended twice) and
+	// checkpoints then.
+	EventReplayUncheckpointed = "replay.uncheckpointed"
+	EventScanUnknown          = "scan.unknown"
+	EventHolderThawed         = "holder.thawed"
+	EventGuardArmed           = "guard.armed"
+	EventGuardReleased        = "guard.released"
+	EventGuardPaused          = "guard.paused"
+	EventGuardFailed          = "guard.failed"
 	// EventRewriteDetected: a process that is no connection of a store
 	// wrote into its live main (fanotify, root).
 	EventRewriteDetected = "rewrite.detected"

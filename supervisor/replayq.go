@@ -92,9 +92,16 @@ func (a *Agent) runJob(job journal.Job) {
 		if ferr != nil {
 			log.Error("journal job failure", "err", ferr)
 		}
-		if errors.Is(err, journal.ErrNotYet) {
+		switch {
+		case errors.Is(err, store.ErrCheckpointIncomplete) && j.State != journal.JobFailed:
+			// Not a failed replay: its rows are committed. The job's retry
+			// finds them present, appends nothing, and its close tries
+			// the checkpoint again.
+			log.Warn("replay committed, but its rows are only in the store's -wal (the checkpoint was refused); the job runs again to checkpoint them",
+				"event", EventReplayUncheckpointed, "err", err, "appended", rep.Appended, "attempts", j.Attempts, "state", string(j.State))
+		case errors.Is(err, journal.ErrNotYet):
 			log.Warn("replay waits", "err", err)
-		} else {
+		default:
 			a.opts.Metrics.ReplayFailed()
 			log.Error("replay failed", "event", EventReplayFailed, "err", err, "attempts", j.Attempts, "state", string(j.State))
 		}
