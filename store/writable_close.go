@@ -22,7 +22,8 @@ const closeCheckpointBudget = 2 * time.Second
 var ErrCheckpointIncomplete = errors.New("checkpoint incomplete: committed rows are only in the -wal")
 
 // Close checkpoints what this connection committed (see Checkpoint),
-// retrying a checkpoint that left frames out of the main with backoff for up to about 2 s, and
+// retrying a checkpoint that left frames out of the main with backoff for
+// up to about 2 s (one the CheckpointGate held is not retried), and
 // closes the connection. PERSIST_WAL keeps -wal and -shm in place. When
 // the checkpoint is still refused (a reader's snapshot, a writer, the
 // CheckpointGate, an error) the connection is closed anyway and the error
@@ -63,14 +64,15 @@ func (w *Writable) finalCheckpointLocked() error {
 		if w.onRefused != nil {
 			w.onRefused(attempt)
 		}
-		if time.Now().Add(backoff).After(deadline) {
-			why := fmt.Sprintf("%d of %d WAL frames copied into the main (another connection's transaction was in the way)", cp.Backfilled, cp.Frames)
-			if err != nil {
-				why = err.Error()
+		// The gate's refusal is deliberate and lasts as long as the other
+		// writer: asking again within the budget only delays the caller.
+		if held := errors.Is(err, ErrCheckpointHeld); held || time.Now().Add(backoff).After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("%d of %d WAL frames copied into the main (another connection's transaction was in the way)", cp.Backfilled, cp.Frames)
 			}
-			return fmt.Errorf("close %s: %w after %d attempts over %v: %s; the rows are safe while its -wal is kept (do not delete it): "+
+			return fmt.Errorf("close %s: %w after %d attempts over %v: %w; the rows are safe while its -wal is kept (do not delete it): "+
 				"checkpoint again once the other connection is done (a replay queued again does it)",
-				w.path, ErrCheckpointIncomplete, attempt, w.closeBudget, why)
+				w.path, ErrCheckpointIncomplete, attempt, w.closeBudget, err)
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 250*time.Millisecond)

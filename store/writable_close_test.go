@@ -116,7 +116,8 @@ func TestCloseRetriesCheckpoint(t *testing.T) {
 }
 
 // TestCloseCheckpointHeld: a CheckpointGate that refuses is a Close error
-// too, wrapping both ErrCheckpointHeld and ErrCheckpointIncomplete.
+// too, wrapping both ErrCheckpointHeld and ErrCheckpointIncomplete, and
+// is not asked again (its refusal lasts as long as the other writer).
 func TestCloseCheckpointHeld(t *testing.T) {
 	path := newHermesStore(t)
 	// An idle connection, as the agent's guard: the Writable is not the
@@ -130,10 +131,14 @@ func TestCloseCheckpointHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.SetCheckpointGate(refuseGate{})
-	w.closeBudget = 50 * time.Millisecond
 	appendOne(t, w, "s1", "replayed")
+	attempts := 0
+	w.onRefused = func(int) { attempts++ }
 	err = w.Close()
-	if !errors.Is(err, ErrCheckpointIncomplete) {
+	if attempts != 1 {
+		t.Errorf("the gate was asked %d times, want once", attempts)
+	}
+	if !errors.Is(err, ErrCheckpointIncomplete) || !errors.Is(err, ErrCheckpointHeld) {
 		t.Fatalf("Close with the gate refusing: %v", err)
 	}
 	if n := mainAloneCount(t, path); n != 0 {

@@ -14,8 +14,10 @@ const (
 	EventReplayFailed      = "replay.failed"
 	// EventReplayUncheckpointed: a replay committed its rows but its
 	// final checkpoint was refused, so they are only in the store's
-	// -wal; the job runs again (the rows are not appended twice) and
-	// checkpoints then.
+	// -wal. Refused by another connection: the job runs again (the rows
+	// are not appended twice) and checkpoints then. Held by the worker's
+	// gate (the main open for writing by a process that is no
+	// connection): the job is done and the idle checkpoint copies them.
 	EventReplayUncheckpointed = "replay.uncheckpointed"
 	EventScanUnknown          = "scan.unknown"
 	EventHolderThawed         = "holder.thawed"

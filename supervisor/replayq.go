@@ -87,6 +87,19 @@ func (a *Agent) runJob(job journal.Job) {
 		run()
 	}
 	log := a.log.With("job", job.ID, "store", job.Store, "path", job.Path, "incident", job.IncidentID)
+	if errors.Is(err, store.ErrCheckpointHeld) && errors.Is(err, store.ErrCheckpointIncomplete) {
+		// The worker's gate held the checkpoint on purpose: the main is
+		// open for writing by a process that is no connection, and the
+		// rows stay in the -wal the incident keeps. Running the job again
+		// would meet the same gate; the worker's idle checkpoint, which
+		// asks it too, copies them once the writer is gone.
+		log.Warn("replay committed; its checkpoint is held while the main is open for writing by another process, and runs at the store's idle checkpoint",
+			"event", EventReplayUncheckpointed, "err", err, "appended", rep.Appended)
+		if w != nil {
+			w.recheck.Store(true)
+		}
+		err = nil
+	}
 	if err != nil {
 		j, ferr := a.journal.FailJob(context.Background(), job.ID, time.Now(), err, replayBackoff)
 		if ferr != nil {
