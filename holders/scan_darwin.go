@@ -180,3 +180,12 @@ func StartTimeOf(ticks uint64) time.Time {
 	}
 	return time.UnixMicro(int64(ticks))
 }
+
+// wanted reports whether an observation could match anything: its inode
+// is indexed, or its name could make it an orphan by the name rule.
+func (w *watch) wanted(o *observation) bool {
+	if w.indexed(o.id) {
+		return true
+	}
+	return w.roleBase([]byte(o.path))
+}

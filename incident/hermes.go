@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/stateguard/stateguard/journal"
@@ -17,9 +16,6 @@ import (
 // sessions import --from diverted` computes, and running both never
 // duplicates). Lines already there when the incident opened, and files
 // outside an incident, are old transcripts: left alone.
-
-// sessionsDir is the profile's Hermes sessions directory.
-func (e *Engine) sessionsDir() string { return filepath.Join(filepath.Dir(e.st.Path), "sessions") }
 
 // markHermesDiverts remembers how long every session JSONL is now.
 func (e *Engine) markHermesDiverts(li *live) {
