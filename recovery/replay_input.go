@@ -107,24 +107,6 @@ func openReplayInput(path string, in ReplayInput) (*os.File, error) {
 	return f, nil
 }
 
-// loadCheckedInput is loadDiverted for a checked input: the path has no
-// symlink in it (it was opened without following any), so it is already
-// the resolved path that seeds the recovery ids.
-func loadCheckedInput(path, sid string, in ReplayInput) (string, string, Diverted, error) {
-	f, err := openReplayInput(path, in)
-	if err != nil {
-		return "", "", Diverted{}, fmt.Errorf("replay: %w", err)
-	}
-	defer f.Close()
-	d, err := ParseDiverted(f)
-	if err != nil {
-		return "", "", d, fmt.Errorf("read diverted transcript %s: %w", path, err)
-	}
-	resolved := filepath.Clean(path)
-	AssignRecoveryIDs(resolved, d.Records)
-	return resolved, sid, d, nil
-}
-
 // openWritableChecked opens the store for a replay on the profile's
 // behalf through the profile directory's handle (store.OpenSQLiteIn): its
 // directory is the recorded one (no symlink anywhere), the main is a

@@ -99,15 +99,6 @@ func openOperatorInput(path string) (*os.File, string, error) {
 	return f, resolved, nil
 }
 
-// lineBound is the longest line a replay reads: the daemon's bound for a
-// checked input, else the operator's.
-func lineBound(opts ReplayOptions) int {
-	if opts.Input.set() {
-		return maxStreamLine
-	}
-	return maxLine
-}
-
 func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, sid string, opts ReplayOptions, lineMax int) (ReplayReport, error) {
 	now := float64(time.Now().UnixNano()) / 1e9
 	var rep ReplayReport
