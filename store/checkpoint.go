@@ -40,7 +40,11 @@ func TruncateCheckpoint(ctx context.Context, c *sql.Conn, restoreMS int) (Checkp
 	if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", restoreMS))
+	defer func() {
+		// A failure leaves the connection never waiting on a lock, which
+		// its callers' own retries (Writable.begin) already cover.
+		_, _ = c.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", restoreMS))
+	}()
 	var busy int
 	var cp Checkpoint
 	err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &cp.Frames, &cp.Backfilled)

@@ -89,7 +89,7 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 	db.SetConnMaxIdleTime(0)
 	w := &Writable{path: abs, db: db, retryBudget: busyRetryBudget, closeBudget: closeCheckpointBudget}
 	if err := w.init(ctx); err != nil {
-		w.Close()
+		_ = w.Close() // nothing was written: the init error is the one to report
 		return nil, Explain(abs, err)
 	}
 	return w, nil
