@@ -20,12 +20,6 @@ type LogOutput struct {
 	Identifier string
 }
 
-// NewLogger returns the agent's logger on w, chosen as LogOutput.Logger does.
-func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
-	l, _ := LogOutput{Stderr: w}.Logger(c)
-	return l
-}
-
 // Logger returns the agent's logger and the format it chose. auto means:
 // the journal's native protocol when stderr is the stream systemd
 // connected to the journal (one field per attribute, so `journalctl
