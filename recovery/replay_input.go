@@ -89,6 +89,13 @@ func openReplayInput(path string, in ReplayInput) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s belongs to uid %d, the profile to uid %d: not replayed (move it away, or replay it yourself with agentctl replay)", ErrUntrustedInput, path, st.Uid, owner)
 	}
+	if in.SHA256 == "" && IsDivertPath(in.ProfileDir, path) {
+		// A stateguard divert is replayed only as its divert.json's sum
+		// says; an entry without one cannot vouch for the file.
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is a stateguard divert but no sha256 was given for it (is it listed in its %s without one?): not replayed; check the file and replay it yourself with agentctl replay",
+			ErrUntrustedInput, path, DivertManifestName)
+	}
 	if in.SHA256 != "" {
 		h := sha256.New()
 		if _, err := io.Copy(h, f); err != nil {
