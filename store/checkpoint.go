@@ -26,7 +26,8 @@ type Checkpoint struct {
 	// what it could, as a PASSIVE checkpoint does.
 	Done bool
 	// Frames and Backfilled are SQLite's counts after the checkpoint
-	// (both 0 once the WAL is truncated).
+	// (both 0 once the WAL is truncated, both -1 when it could not start:
+	// another connection was checkpointing).
 	Frames, Backfilled int
 }
 
@@ -50,7 +51,7 @@ func TruncateCheckpoint(ctx context.Context, c *sql.Conn, restoreMS int) (Checkp
 	err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &cp.Frames, &cp.Backfilled)
 	if err != nil {
 		if IsBusy(err) {
-			return cp, nil
+			return Checkpoint{Frames: -1, Backfilled: -1}, nil
 		}
 		return cp, fmt.Errorf("wal_checkpoint(TRUNCATE): %w", err)
 	}

@@ -57,8 +57,9 @@ func (w *Writable) finalCheckpointLocked() error {
 		cp, err := w.checkpointLocked(context.Background())
 		// Every frame in the main is what the rows need; a WAL left
 		// untruncated (a reader on the newest snapshot) holds nothing
-		// the main lacks.
-		if err == nil && (cp.Done || cp.Backfilled == cp.Frames) {
+		// the main lacks. -1 and -1 are not that: the checkpoint never
+		// started (another connection held the checkpointer lock).
+		if err == nil && (cp.Done || (cp.Frames >= 0 && cp.Backfilled == cp.Frames)) {
 			return nil
 		}
 		if w.onRefused != nil {
