@@ -39,8 +39,12 @@ const (
 // level is slog's spelling (DEBUG, INFO, WARN, ERROR); time is RFC 3339
 // with nanoseconds, in UTC; fields is always an object, possibly empty.
 // An error value in Fields is written as its message. fields.suppressed,
-// when present, counts the alerts of the same store and event that the
-// rate limit held back since the last one delivered.
+// when present, counts the alerts of the same owner (the uid of the
+// store's directory) and event that the rate limit held back since the
+// last one delivered. An error-level alert is never held back or
+// dropped; under a flood fields.coalesced counts the ones of the same
+// owner and event folded into it and fields.stores names their stores
+// (urgent.go).
 //
 // The command also gets STATEGUARD_EVENT, STATEGUARD_STORE and
 // STATEGUARD_LEVEL in its environment, for scripts that only route.
@@ -105,13 +109,15 @@ type Config struct {
 	// Concurrency bounds the commands running at once. 0 means
 	// DefaultConcurrency.
 	Concurrency int
-	// RateLimit is the window per (store, event): one alert per window,
-	// the rest counted and reported in the next one. 0 means
-	// DefaultRateLimit; negative disables the limit. The window is
-	// measured in the alerts' own Time.
+	// RateLimit is the window per (owner, event), the owner being the
+	// uid of the store's directory: one alert per window, the rest
+	// counted and reported in the next one. Error-level alerts are not
+	// limited. 0 means DefaultRateLimit; negative disables the limit.
+	// The window is measured in the alerts' own Time.
 	RateLimit time.Duration
-	// Queue is how many alerts may wait for a free slot; beyond it new
-	// alerts are dropped and counted. 0 means DefaultQueue.
+	// Queue is how many alerts below error level may wait for a free
+	// slot; beyond it new ones are dropped and counted. 0 means
+	// DefaultQueue. Error-level alerts wait in their own bounded list.
 	Queue int
 	// Quiet are event names logged but never alerted (nil: none).
 	Quiet []string
@@ -131,9 +137,11 @@ func (a *Alerter) count(result string) {
 	}
 }
 
-// AlertStats are an Alerter's counters since it was made.
+// AlertStats are an Alerter's counters since it was made. Coalesced
+// counts error-level alerts folded into another of the same owner and
+// event (delivered with it, not dropped).
 type AlertStats struct {
-	Sent, Failed, Dropped, Suppressed uint64
+	Sent, Failed, Dropped, Suppressed, Coalesced uint64
 }
 
 // Alerter runs the operator's alert command for each event, off the
@@ -148,17 +156,21 @@ type Alerter struct {
 	workers sync.WaitGroup
 	running atomic.Int64 // commands running now, for tests
 
-	sent, failed, dropped, suppressed atomic.Uint64
+	sent, failed, dropped, suppressed, coalesced atomic.Uint64
 
 	quiet map[string]bool
 
 	mu        sync.Mutex // guards what follows; never held across I/O but logging
 	closed    bool
 	rate      map[alertKey]*rateState
-	dropBurst uint64 // drops since the queue last had room
+	dropBurst uint64           // drops since the queue last had room
+	urgent    []*urgent        // error-level alerts, served first (urgent.go)
+	urgentN   map[alertKey]int // urgent's alerts per key
+	wake      chan struct{}    // a worker waiting on the queue looks at urgent
 }
 
-type alertKey struct{ store, event string }
+// alertKey is an owner (ownerKey) and an event.
+type alertKey struct{ owner, event string }
 
 type rateState struct {
 	last       time.Time
@@ -184,10 +196,12 @@ func New(cfg Config, log *slog.Logger) *Alerter {
 		cfg.Queue = DefaultQueue
 	}
 	a := &Alerter{
-		cfg:   cfg,
-		log:   log.With("subsystem", "alert"),
-		rate:  make(map[alertKey]*rateState),
-		quiet: make(map[string]bool, len(cfg.Quiet)),
+		cfg:     cfg,
+		log:     log.With("subsystem", "alert"),
+		rate:    make(map[alertKey]*rateState),
+		quiet:   make(map[string]bool, len(cfg.Quiet)),
+		urgentN: make(map[alertKey]int),
+		wake:    make(chan struct{}, cfg.Concurrency), // one per worker that may wait
 	}
 	for _, e := range cfg.Quiet {
 		a.quiet[e] = true
@@ -206,9 +220,10 @@ func New(cfg Config, log *slog.Logger) *Alerter {
 }
 
 // Send queues al for the alert command and returns at once. A zero Time
-// is set to now. Alerts over the rate limit are counted, not queued; when
-// the queue is full the alert is dropped, counted, and the first drop of a
-// burst is logged.
+// is set to now. An error-level alert always waits for its turn (urgent.go).
+// Other alerts over the rate limit are counted, not queued; when the queue
+// is full the alert is dropped, counted, and the first drop of a burst is
+// logged.
 func (a *Alerter) Send(al Alert) {
 	if a == nil {
 		return
@@ -216,12 +231,16 @@ func (a *Alerter) Send(al Alert) {
 	if al.Time.IsZero() {
 		al.Time = time.Now()
 	}
+	key := alertKey{ownerKey(al.Store), al.Event} // a stat: before the lock
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return
 	}
-	key := alertKey{al.Store, al.Event}
+	if isUrgent(al) {
+		a.pushUrgentLocked(al, key)
+		return
+	}
 	rs := a.rate[key]
 	if rs == nil {
 		rs = &rateState{}
@@ -272,7 +291,7 @@ func (a *Alerter) Stats() AlertStats {
 	}
 	return AlertStats{
 		Sent: a.sent.Load(), Failed: a.failed.Load(),
-		Dropped: a.dropped.Load(), Suppressed: a.suppressed.Load(),
+		Dropped: a.dropped.Load(), Suppressed: a.suppressed.Load(), Coalesced: a.coalesced.Load(),
 	}
 }
 
@@ -302,16 +321,37 @@ func (a *Alerter) Close(ctx context.Context) error {
 	}
 }
 
+// worker runs the urgent alerts first, then the queue's; once the queue
+// is closed it runs what is left of the urgent ones and returns.
 func (a *Alerter) worker() {
 	defer a.workers.Done()
-	for al := range a.queue {
-		if a.ctx.Err() != nil {
-			a.dropped.Add(1)
-			a.count("dropped")
+	for {
+		if al, ok := a.popUrgent(); ok {
+			a.deliver(al)
 			continue
 		}
-		a.run(al)
+		select {
+		case al, ok := <-a.queue:
+			if !ok {
+				for al, ok := a.popUrgent(); ok; al, ok = a.popUrgent() {
+					a.deliver(al)
+				}
+				return
+			}
+			a.deliver(al)
+		case <-a.wake:
+		}
 	}
+}
+
+// deliver runs the command for al, or counts it dropped once Close gave up.
+func (a *Alerter) deliver(al Alert) {
+	if a.ctx.Err() != nil {
+		a.dropped.Add(1)
+		a.count("dropped")
+		return
+	}
+	a.run(al)
 }
 
 // run executes the command once for al, in its own process group so a

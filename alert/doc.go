@@ -1,8 +1,10 @@
 // Package alert runs the operator's alert command (alert.exec) once per
 // event: an Alerter queues alerts, runs the command with a bounded
 // concurrency, a timeout that kills its process group, and a rate limit
-// per (store, event), and never blocks its caller, so the incident path
-// can alert from inside its freeze deadline.
+// per (owner, event), the owner being the uid of the store's directory,
+// and never blocks its caller, so the incident path can alert from inside
+// its freeze deadline. Error-level alerts are never rate-limited or
+// dropped, only coalesced under a flood (urgent.go).
 //
 // Handler tees a slog handler into an Alerter: every record with an
 // "event" attribute at info or above is alerted, whatever the log level,

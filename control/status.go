@@ -65,6 +65,9 @@ type StoreStatus struct {
 	// QueuedReplays counts this store's replay jobs not yet done.
 	QueuedReplays int    `json:"queued_replays"`
 	Error         string `json:"error,omitempty"`
+	// HermesDiverts are Hermes' own diverted JSONL files with records the
+	// store lacks (hermes_divert.go).
+	HermesDiverts []HermesDivert `json:"hermes_diverts,omitempty"`
 }
 
 // GenerationStatus is a store's generation identity as reported.

@@ -63,7 +63,7 @@ func (e *Engine) cutFromPins(li *live) {
 		li.cutWanted = false
 		return
 	}
-	li.cut = &recovery.FrameCut{WALCut: c, At: li.cutTime()}
+	li.cut, li.cutSource = &recovery.FrameCut{WALCut: c, At: li.cutTime()}, "pin"
 	rec := cutRecord(li.cut, "pin")
 	e.record(li, journal.Step{Name: journal.StepWALCut, Detail: map[string]any{"frame": c.Frame, "source": "pin"}},
 		func(inc *journal.Incident) { inc.Detail.WALCut = rec })

@@ -28,7 +28,7 @@
 // when this drawing and the table disagree):
 //
 //	open          -> pinned released failed
-//	frozen        -> pinned released failed
+//	frozen        -> pinned released needs_action failed
 //	pinned        -> released needs_action captured failed
 //	released      -> captured needs_action failed
 //	needs_action  -> released captured failed
@@ -45,7 +45,9 @@
 //	                  │    ▲      │    ▲
 //	                  └─▶ needs_action ┘     a capture failed; retried
 //
-// and failed from the states before the capture and from replaying, when
+// (frozen goes to needs_action too, when nothing could be pinned and the
+// capture of a mispaired store's quarantined sidecars failed), and
+// failed from the states before the capture and from replaying, when
 // the agent gives up (it says why); unrecoverable from the divert, when the capture
 // cannot be used (its WAL fits no main and its page images gave nothing,
 // or the divert kept failing): the loss is counted and the raw files are
@@ -62,7 +64,9 @@
 //	open, frozen:                                            stepPin
 //	    pin every inode the holders hold (own read-only fds,
 //	        read-locked so no orphan can be the last closer) → pinned
-//	    nothing pinnable: decide the release in this state
+//	    nothing pinnable: decide the release in this state (a
+//	        mispaired store's quarantined sidecars are captured
+//	        before release; failed: keep them frozen → needs_action)
 //
 //	pinned:                                                  stepRelease
 //	    prepare while frozen: sidecar_lost finishes a checkpoint a
@@ -111,7 +115,9 @@
 //
 // Every state change goes through enter (transition.go): it refuses a
 // move the table does not list, journals the step with what it learned in
-// one transaction, and moves the incidents gauge. Journal writes do not
+// one transaction, and only once that is committed moves the incident and
+// the incidents gauge; a write that fails leaves the incident where the
+// journal says, and the step runs again at the next wake. Journal writes do not
 // use the engine's context, so the step in flight when the agent stops is
 // recorded as done, never half. Steps are idempotent: after a crash, the
 // step of the journaled state runs again and reaches the same outcome

@@ -11,8 +11,8 @@ import (
 )
 
 // The state table drawn in doc.go is the table the engine runs: same
-// states, same transitions, same terminal states; and every transition
-// it has is one the journal accepts.
+// states, same transitions, same terminal states (that the journal
+// stores each of its moves is TestTableIsTheOnlyRule's).
 func TestDiagramMatchesTable(t *testing.T) {
 	f, err := os.Open("doc.go")
 	if err != nil {
@@ -66,11 +66,6 @@ func TestDiagramMatchesTable(t *testing.T) {
 			t.Errorf("state %s: terminal %v in the table, %v in the drawing", s, ent.terminal, terminal[s])
 		case !sameSet(ent.next, d):
 			t.Errorf("state %s: table goes to %v, the drawing to %v", s, ent.next, d)
-		}
-		for _, to := range ent.next {
-			if !s.CanTransition(to) {
-				t.Errorf("the table has %s → %s, which the journal refuses", s, to)
-			}
 		}
 		if !s.Valid() {
 			t.Errorf("state %s is not a journal state", s)

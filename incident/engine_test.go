@@ -303,6 +303,21 @@ var scenarios = []scenario{
 			Quarantine: map[string]fileid.ID{"-wal": {Dev: 1, Ino: 5}}})
 		return r.eng.IDs()[0]
 	}},
+	{name: "mispaired, nothing pinnable, disk full before release", want: resolved, run: func(r *rig) string {
+		// The quarantined sidecars are all there is to capture while
+		// the holder stays frozen: its capture failing needs action
+		// from frozen, the state it was never pinned out of.
+		w := r.writer(130, true, false)
+		for _, f := range w.files {
+			r.procs.pinErr[f.ID] = holders.ErrProcessGone
+		}
+		r.salv.failCapture = 1
+		id := r.open(journal.KindMispaired, PolicyKill, w)
+		if inc := r.incident(id); inc.State != needsAction || len(r.procs.sent()) > 0 {
+			r.t.Fatalf("with the capture before release failing: %s, signals %v; want needs_action, the holder frozen", inc.State, r.procs.sent())
+		}
+		return id
+	}, check: func(t *testing.T, r *rig, inc journal.Incident) { wantSignals(t, r, "kill 130") }},
 }
 
 func TestMachine(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/stateguard/stateguard/journal"
@@ -14,14 +15,20 @@ import (
 // While an incident is open, lines appended to those files are queued for
 // replay from that same path (so the recovery ids are the ones `hermes
 // sessions import --from diverted` computes, and running both never
-// duplicates). Lines already there when the incident opened, and files
-// outside an incident, are old transcripts: left alone.
+// duplicates). Lines already there when the generation changed, and
+// files outside an incident, are old transcripts: left alone.
 
-// markHermesDiverts remembers how long every session JSONL is now.
+// sessionsDir is the profile's Hermes sessions directory.
+func (e *Engine) sessionsDir() string { return filepath.Join(filepath.Dir(e.st.Path), "sessions") }
+
+// markHermesDiverts remembers how far every session JSONL is old
+// transcript: up to its last line stamped before the change
+// (hermes_mark.go).
 func (e *Engine) markHermesDiverts(li *live) {
 	li.marks = map[string]int64{}
+	since := li.divertSince()
 	for _, f := range e.sessionFiles() {
-		li.marks[f.path] = f.size
+		li.marks[f.path] = hermesMark(f.path, f.size, since)
 	}
 }
 

@@ -55,6 +55,7 @@ type live struct {
 	// cutWanted: the running agent saw the change, so a cut the detection
 	// could not read is read at the pins.
 	cut       *recovery.FrameCut
+	cutSource string // guard, gate or pin: where the cut was read
 	cutWanted bool
 	// cutLate: the cut is read after the change (a rewritten main whose
 	// writers were frozen only after the rewrite's first write): rows

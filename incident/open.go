@@ -99,7 +99,10 @@ func (e *Engine) Open(o Opening) {
 	}
 	li.cutLate = o.Kind == journal.KindRewritten && !frozenBefore(o)
 	if o.Cut != nil && li.cutWanted {
-		li.cut = &recovery.FrameCut{WALCut: *o.Cut, At: li.cutTime()}
+		li.cut, li.cutSource = &recovery.FrameCut{WALCut: *o.Cut, At: li.cutTime()}, "guard"
+		if o.Kind == journal.KindRewritten {
+			li.cutSource = "gate" // read at the rewriter's open
+		}
 	}
 	for _, p := range o.Pins {
 		e.pinned(li, &pin{role: p.Role, id: p.ID, f: p.File})
@@ -174,25 +177,20 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		}
 		recs = append(recs, hr)
 	}
-	var cut *journal.WALCutRecord
-	if li.cut != nil {
-		source := "guard"
-		if o.Kind == journal.KindRewritten {
-			source = "gate" // read at the rewriter's open
-		}
-		cut = cutRecord(li.cut, source)
-	}
 	state := open
 	if len(o.Frozen) > 0 {
 		state = frozen
 	}
-	return journal.Incident{
+	inc := journal.Incident{
 		Store: e.st.Path, Profile: e.st.Profile, Home: e.st.Home, Kind: o.Kind, State: state, Policy: policy,
-		// The cut the divert uses, as computed here: a resumed incident
-		// must divert with the same one, or the divert refuses.
+		LetsReplay: e.table[state].letsReplay,
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
-			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed, WALCut: cut},
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed},
 	}
+	// With the cut the divert uses, as computed here: a resumed incident
+	// must divert with the same one, or the divert refuses.
+	li.toRecord(&inc.Detail)
+	return inc
 }
 
 func rewriterRecord(p *holders.Process) *journal.HolderRecord {

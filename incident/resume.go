@@ -28,7 +28,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 	e.add(li)
 	e.record(li, journal.Step{Name: journal.StepResumed, Detail: map[string]any{"state": string(inc.State)}}, nil)
 	e.log.Warn("resuming incident", "incident", li.id, "kind", string(li.kind), "state", string(li.state))
-	if li.state.Rank() >= captured.Rank() {
+	if e.phaseOf(li) == afterCapture {
 		if e.d.Keeper != nil {
 			e.d.Keeper.Drop(e.st.Path, li.id) // the steps after the capture need no pin
 		}
@@ -41,7 +41,10 @@ func (e *Engine) Resume(inc journal.Incident) {
 	// has: the orphan outlived the agent even where no holder did.
 	e.pinAll(li)
 	e.reclaim(li)
-	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 {
+	// A mispaired store's foreign sidecars not yet quarantined are still
+	// at the path: the quarantine and its capture need no holder.
+	toQuarantine := li.foreign != nil && !li.quarantined
+	if len(li.holders) == 0 && li.staging == "" && len(li.pins) == 0 && !toQuarantine {
 		if li.early.dir != "" {
 			e.captured(li, li.early.dir) // the capture taken before release is all that is left
 			return
@@ -55,8 +58,7 @@ func (e *Engine) Resume(inc journal.Incident) {
 		e.finish(li, failed, failStep(why))
 		return
 	}
-	preRelease := (li.state.Rank() >= 0 && li.state.Rank() < released.Rank()) ||
-		(li.state == needsAction && li.prev.Rank() >= 0 && li.prev.Rank() < released.Rank())
+	preRelease := e.phaseOf(li) == beforeRelease
 	switch {
 	case preRelease && li.policy == PolicyHold && len(li.writers()) > 0:
 		li.wait = pending{why: WaitHold}
@@ -77,7 +79,8 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil, cut: cutFromRecord(inc.Detail.WALCut)}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+	li.fromRecord(inc.Detail)
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
 	}

@@ -47,17 +47,15 @@ func (e *Engine) stepCapture(li *live) {
 		e.retryLater(li, "capture failed; the orphan stays pinned and the capture is retried ("+captureHint(err)+")")
 		return
 	}
-	if li.early.dir != "" {
-		e.log.Info("capture taken before release superseded", "incident", li.id, "old", li.early.dir, "new", c.Dir)
-	}
 	e.captured(li, c.Dir)
+	e.dropSuperseded(li, li.early.dir, c.Dir)
 }
 
 // stepRetry (needs_action): run again what failed. Entered from before
 // release, it is the capture the holders stay frozen for, then the
 // release; entered later, the final capture.
 func (e *Engine) stepRetry(li *live) {
-	if r := li.prev.Rank(); r < 0 || r >= released.Rank() {
+	if e.phaseOf(li) != beforeRelease {
 		e.stepCapture(li)
 		return
 	}
@@ -87,8 +85,11 @@ func (e *Engine) alive(li *live) []holders.ProcRef {
 // captured moves the incident to captured and unpins the orphan.
 func (e *Engine) captured(li *live, dir string) {
 	li.wait, li.capDir = pending{}, dir
-	e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
-		func(inc *journal.Incident) { inc.Detail.CapturePath = dir })
+	if !e.enter(li, captured, journal.Step{Name: journal.StepCaptureFinal, Detail: map[string]any{"path": dir}},
+		func(inc *journal.Incident) { inc.Detail.CapturePath = dir }) {
+		return // the pins stay until the journal says captured
+	}
+	e.settleForeign(li, dir)
 	e.unpin(li)
 	if li.snapshot != "" {
 		_ = e.st.RemoveFile(li.snapshot) // through the directory's handle, never by name

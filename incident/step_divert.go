@@ -261,7 +261,7 @@ func (e *Engine) divertRequest(li *live) recovery.DivertRequest {
 	return recovery.DivertRequest{
 		Capture: li.capDir, Store: e.st.Path, IncidentID: li.id, Kind: kind,
 		ReplacedAt: li.replacedAt.Add(-replaceMargin), Cut: li.cut, ProfileHome: filepath.Dir(e.st.Path), Logger: e.d.Log,
-		Queued: e.queuedIncidents(li),
+		Queued: e.queuedIncidents(li), HermesLines: e.hermesLines(li),
 	}
 }
 

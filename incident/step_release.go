@@ -220,7 +220,7 @@ func (e *Engine) Release(id string, policy Policy) error {
 	if li == nil {
 		return fmt.Errorf("incident %s is not waiting on its holders", id)
 	}
-	if li.state.Rank() >= captured.Rank() {
+	if e.phaseOf(li) == afterCapture {
 		return fmt.Errorf("incident %s is already %s", id, li.state)
 	}
 	li.policy, li.wait = policy, pending{}

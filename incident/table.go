@@ -9,7 +9,12 @@ import (
 // The state machine: for each state an incident can be in, the one step
 // that moves it on, and every state that step may move it to. doc.go draws
 // the same table; TestDiagramMatchesTable fails when they disagree, and
-// enter refuses (and logs as a bug) any move the table does not list.
+// enter refuses (and logs as a bug) any move the table does not list. It
+// is the only rule: the journal stores the state the engine decided and
+// whether it still holds back replay (letsReplay), and Resume, the retry
+// and Release read how far the holders were dealt with from phase.
+// TestTableIsTheOnlyRule walks every move through the engine and the
+// journal.
 //
 // Steps are idempotent: a restarted agent runs the step of the state the
 // journal says, whatever the previous agent had done of it.
@@ -29,7 +34,32 @@ type entry struct {
 	// store's directory still the one discovered), so adding one reshapes
 	// nothing.
 	verify func(e *Engine, li *live) error
+	// phase is how far an incident in this state has dealt with its
+	// holders; phaseOfPrev: the phase of the state it was entered from
+	// (needs_action retries the step that failed there).
+	phase       phase
+	phaseOfPrev bool
+	// letsReplay: the store's replay jobs may run while an incident is in
+	// this state (everything the capture held has been diverted). It is
+	// journaled with every step: the journal's replay gate reads it.
+	letsReplay bool
 }
+
+// phase orders what an incident has done to its holders; Resume, stepRetry
+// and Release decide by it, never by a state's place on the main line.
+type phase int
+
+const (
+	// beforeRelease: holders as detected, the frozen ones still stopped;
+	// the capture before release is still to be taken.
+	beforeRelease phase = iota
+	// afterRelease: holders signalled per policy; the final capture waits
+	// for them to be gone.
+	afterRelease
+	// afterCapture: the capture is the orphan now; no pin, no holder is
+	// needed any more.
+	afterCapture
+)
 
 const (
 	open        = journal.StateOpen
@@ -53,16 +83,16 @@ const (
 func newTable() map[journal.State]entry {
 	return map[journal.State]entry{
 		open:          {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
-		frozen:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, failed}},
+		frozen:        {step: (*Engine).stepPin, next: []journal.State{pinned, released, needsAction, failed}},
 		pinned:        {step: (*Engine).stepRelease, next: []journal.State{released, needsAction, captured, failed}},
-		released:      {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}},
-		needsAction:   {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}},
-		captured:      {step: (*Engine).stepDivert, next: []journal.State{diverted, resolved, unrecoverable}},
-		diverted:      {step: (*Engine).stepQueue, next: []journal.State{replaying, unrecoverable}},
-		replaying:     {step: (*Engine).stepJobs, next: []journal.State{resolved, failed}},
-		resolved:      {terminal: true},
-		failed:        {terminal: true},
-		unrecoverable: {terminal: true},
+		released:      {step: (*Engine).stepCapture, next: []journal.State{captured, needsAction, failed}, phase: afterRelease},
+		needsAction:   {step: (*Engine).stepRetry, next: []journal.State{released, captured, failed}, phaseOfPrev: true},
+		captured:      {step: (*Engine).stepDivert, next: []journal.State{diverted, resolved, unrecoverable}, phase: afterCapture},
+		diverted:      {step: (*Engine).stepQueue, next: []journal.State{replaying, unrecoverable}, phase: afterCapture, letsReplay: true},
+		replaying:     {step: (*Engine).stepJobs, next: []journal.State{resolved, failed}, phase: afterCapture, letsReplay: true},
+		resolved:      {terminal: true, phase: afterCapture, letsReplay: true},
+		failed:        {terminal: true, phase: afterCapture, letsReplay: true},
+		unrecoverable: {terminal: true, phase: afterCapture, letsReplay: true},
 	}
 }
 
@@ -104,6 +134,21 @@ func (e *Engine) allowed(from, to journal.State) bool {
 		}
 	}
 	return false
+}
+
+// phaseOf is how far li has dealt with its holders. A needs_action
+// entered from a state the table does not lead from is treated as after
+// release, the step that then runs being the final capture.
+func (e *Engine) phaseOf(li *live) phase {
+	ent := e.table[li.state]
+	if !ent.phaseOfPrev {
+		return ent.phase
+	}
+	prev, ok := e.table[li.prev]
+	if !ok || prev.phaseOfPrev || !e.allowed(li.prev, li.state) {
+		return afterRelease
+	}
+	return prev.phase
 }
 
 // Advance moves every unfinished incident on as far as it can go now.

@@ -18,34 +18,42 @@ func (e *Engine) journalCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(e.ctx), journalTimeout)
 }
 
-// enter moves li to state to and journals step, with what update records
-// of the step (capture path, holders released, ...), in one transaction;
-// then it moves the incidents gauge. Every change of an incident's state
-// goes through it. A journal failure is logged and the incident still
-// moves on: the protocol must not stall on its record, and the next
-// successful write catches the journal up.
-func (e *Engine) enter(li *live, to journal.State, step journal.Step, update func(*journal.Incident)) {
+// enter journals step, with what update records of the step (capture
+// path, holders released, ...) and the state to, in one transaction, and
+// only once that is committed moves li to to and the incidents gauge.
+// Every change of an incident's state goes through it. It reports whether
+// li moved. A journal write that fails leaves li where the journal says it
+// is: the step runs again at the next wake (steps are idempotent), so the
+// engine never acts on a state a restarted agent would not find.
+func (e *Engine) enter(li *live, to journal.State, step journal.Step, update func(*journal.Incident)) bool {
 	from := li.state
 	if to != from && !e.allowed(from, to) {
 		e.log.Error("bug: a step moved an incident along a transition the state table does not have; refused",
 			"incident", li.id, "from", string(from), "to", string(to), "step", step.Name)
-		return
+		return false
 	}
-	e.write(li, from, to, step, update)
+	if e.write(li, from, to, step, update) != nil {
+		return false
+	}
 	if to != from {
 		e.d.Metrics.IncidentState(string(li.kind), string(from), -1)
 		e.d.Metrics.IncidentState(string(li.kind), string(to), 1)
 		li.prev, li.state = from, to
 	}
+	return true
 }
 
 // record journals a step that leaves the state as it is (a snapshot, a
-// note, a capture taken before release).
-func (e *Engine) record(li *live, step journal.Step, update func(*journal.Incident)) {
-	e.write(li, li.state, li.state, step, update)
+// note, a capture taken before release) and reports whether it was
+// committed.
+func (e *Engine) record(li *live, step journal.Step, update func(*journal.Incident)) bool {
+	return e.write(li, li.state, li.state, step, update) == nil
 }
 
-func (e *Engine) write(li *live, from, to journal.State, step journal.Step, update func(*journal.Incident)) {
+// write journals step and the table's decision for state to: the state
+// and whether it lets the store's replay jobs run (the journal's replay
+// gate reads that, never a list of states of its own).
+func (e *Engine) write(li *live, from, to journal.State, step journal.Step, update func(*journal.Incident)) error {
 	if h := e.d.Hooks.BeforeJournal; h != nil {
 		h(li.id, from, to, step.Name)
 	}
@@ -55,12 +63,16 @@ func (e *Engine) write(li *live, from, to journal.State, step journal.Step, upda
 		if update != nil {
 			update(inc)
 		}
-		inc.State = to
+		li.toRecord(&inc.Detail)
+		inc.State, inc.LetsReplay = to, e.table[to].letsReplay
 		return nil
 	})
 	if err != nil {
-		e.log.Error("journal step failed", "incident", li.id, "step", step.Name, "to", string(to), "err", err)
+		e.log.Error("journal step failed; the incident stays where the journal says and the step is retried at the next wake",
+			"incident", li.id, "step", step.Name, "from", string(from), "to", string(to), "err", err,
+			"hint", "check the state directory's disk and permissions (agentctl doctor)")
 	}
+	return err
 }
 
 // needsAction moves the incident to needs_action with the reason an
@@ -83,16 +95,15 @@ func (e *Engine) note(li *live, msg string) {
 // forgets it. update, when given, records more of the ending.
 func (e *Engine) finish(li *live, to journal.State, step journal.Step, update ...func(*journal.Incident)) {
 	msg, hasMsg := step.Detail["error"].(string)
-	e.enter(li, to, step, func(inc *journal.Incident) {
+	if !e.enter(li, to, step, func(inc *journal.Incident) {
 		if hasMsg && to == failed {
 			inc.Detail.Error = msg
 		}
 		for _, u := range update {
 			u(inc)
 		}
-	})
-	if li.state != to {
-		return // refused: a bug, logged by enter
+	}) {
+		return // refused (a bug) or not journaled: logged by enter
 	}
 	e.unpin(li)
 	if li.snapshot != "" {

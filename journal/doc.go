@@ -5,10 +5,12 @@
 // (synchronous=FULL), so what the journal says happened survives a crash
 // or a power loss, and a restarted agent resumes from it.
 //
-// The vocabulary of the record lives here too (Kind, State and its
-// forward-only main line, Step, Job), because it is what is stored: the
-// incident engine decides the transitions, the journal refuses any that
-// would run its states backwards.
+// The vocabulary of the record lives here too (Kind, State, Step, Job),
+// because it is what is stored. Which state may follow which, and which
+// states hold back a store's replay jobs, is the incident engine's state
+// table and nothing else: the journal stores what the engine decided
+// (Incident.State, Incident.LetsReplay) and refuses only what no engine
+// may write, an unknown state or a change to a finished incident.
 //
 // OpenReadOnly is for agentctl: it reads a journal while no agent runs,
 // never creates, migrates or writes it, and imports nothing of the daemon.

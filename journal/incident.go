@@ -19,7 +19,7 @@ var ErrIncidentNotFound = errors.New("no such incident")
 
 var incidentIDRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$`)
 
-const incidentCols = `id, store, profile, home, kind, state, prev_state, policy, opened_at, updated_at, resolved_at, detail`
+const incidentCols = `id, store, profile, home, kind, state, prev_state, policy, opened_at, updated_at, resolved_at, detail, lets_replay`
 
 // OpenIncident records a new incident with its first steps in one
 // transaction and returns it as stored. Zero fields get defaults: ID a new
@@ -85,9 +85,9 @@ func (j *Journal) OpenIncident(ctx context.Context, inc Incident, steps ...Step)
 				return fmt.Errorf("incident id %s already exists", inc.ID)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO incidents (`+incidentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO incidents (`+incidentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
 			inc.ID, inc.Store, inc.Profile, inc.Home, string(inc.Kind), string(inc.State), "", inc.Policy,
-			toNanos(inc.OpenedAt), toNanos(inc.UpdatedAt), string(detail)); err != nil {
+			toNanos(inc.OpenedAt), toNanos(inc.UpdatedAt), string(detail), inc.LetsReplay); err != nil {
 			return err
 		}
 		for i := range steps {
@@ -115,8 +115,8 @@ func newIncidentID(t time.Time) string {
 var errNoChange = errors.New("no change")
 
 // Transition moves incident id to state to and appends step in the same
-// transaction. It refuses a transition the protocol does not allow with
-// ErrInvalidTransition. Repeating a transition that already happened (the
+// transaction, leaving LetsReplay as it was. It refuses what no engine may
+// write (checkTransition) with ErrInvalidTransition. Repeating a transition that already happened (the
 // incident is in to, entered by a step of the same name) is a no-op, so a
 // resumed worker can redo its last step safely.
 func (j *Journal) Transition(ctx context.Context, id string, to State, step Step) error {
@@ -142,8 +142,8 @@ func (j *Journal) Transition(ctx context.Context, id string, to State, step Step
 // UpdateIncident applies fn to incident id and appends step, in one
 // transaction: the way to record what a step learned (capture path,
 // holders released) together with the step and, if fn changes State, the
-// transition, validated as in Transition. fn may change State, Policy,
-// Profile, Home and Detail; changes to other fields are ignored. fn runs
+// transition, validated as in Transition. fn may change State, LetsReplay,
+// Policy, Profile, Home and Detail; changes to other fields are ignored. fn runs
 // inside the journal's write lock: it must not do I/O or call the journal.
 func (j *Journal) UpdateIncident(ctx context.Context, id string, step Step, fn func(*Incident) error) (Incident, error) {
 	return j.update(ctx, id, step, func(_ *sql.Tx, inc *Incident) error { return fn(inc) })
@@ -187,9 +187,9 @@ func (j *Journal) update(ctx context.Context, id string, step Step, fn func(*sql
 			return fmt.Errorf("encode detail: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE incidents SET profile = ?, home = ?, state = ?, prev_state = ?, policy = ?,
-			updated_at = ?, resolved_at = ?, detail = ? WHERE id = ?`,
+			updated_at = ?, resolved_at = ?, detail = ?, lets_replay = ? WHERE id = ?`,
 			inc.Profile, inc.Home, string(inc.State), string(inc.PrevState), inc.Policy,
-			toNanos(inc.UpdatedAt), nullNanos(inc.ResolvedAt), string(detail), id); err != nil {
+			toNanos(inc.UpdatedAt), nullNanos(inc.ResolvedAt), string(detail), inc.LetsReplay, id); err != nil {
 			return err
 		}
 		if err := insertStep(ctx, tx, id, &step); err != nil {
@@ -357,7 +357,7 @@ func scanIncident(r rowScanner) (Incident, error) {
 	var opened, updated int64
 	var resolved sql.NullInt64
 	if err := r.Scan(&inc.ID, &inc.Store, &inc.Profile, &inc.Home, &kind, &state, &prev, &inc.Policy,
-		&opened, &updated, &resolved, &detail); err != nil {
+		&opened, &updated, &resolved, &detail, &inc.LetsReplay); err != nil {
 		return Incident{}, err
 	}
 	inc.Kind, inc.State, inc.PrevState = Kind(kind), State(state), State(prev)

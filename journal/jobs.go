@@ -135,8 +135,9 @@ func (j *Journal) EnqueueJob(ctx context.Context, job Job) (Job, error) {
 // ClaimNextJob atomically marks the next runnable job running and returns
 // it; ok is false when none is runnable. Runnable means queued, due by
 // now, no other job of the same store running (replays into one store run
-// one at a time), and no incident of that store in a state that
-// BlocksReplay (the store's generation is still being dealt with).
+// one at a time), and no incident of that store the engine left holding
+// them back (Incident.LetsReplay false: the store's generation is still
+// being dealt with).
 func (j *Journal) ClaimNextJob(ctx context.Context, now time.Time) (job Job, ok bool, err error) {
 	err = j.write(ctx, func(tx *sql.Tx) error {
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE replay_jobs SET state = 'running', attempts = attempts + 1, updated_at = ?1
@@ -144,7 +145,7 @@ func (j *Journal) ClaimNextJob(ctx context.Context, now time.Time) (job Job, ok 
 				SELECT q.id FROM replay_jobs q
 				WHERE q.state = 'queued' AND q.next_attempt_at <= ?1
 				AND NOT EXISTS (SELECT 1 FROM replay_jobs r WHERE r.store = q.store AND r.state = 'running')
-				AND NOT EXISTS (SELECT 1 FROM incidents i WHERE i.store = q.store AND i.state IN (`+blockingStatesSQL()+`))
+				AND NOT EXISTS (SELECT 1 FROM incidents i WHERE i.store = q.store AND i.lets_replay = 0)
 				ORDER BY q.next_attempt_at, q.id LIMIT 1)
 			RETURNING `+jobCols, toNanos(now)))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -157,14 +158,6 @@ func (j *Journal) ClaimNextJob(ctx context.Context, now time.Time) (job Job, ok 
 		return Job{}, false, fmt.Errorf("journal %s: claim replay job: %w", j.path, err)
 	}
 	return job, ok, nil
-}
-
-func blockingStatesSQL() string {
-	q := make([]string, len(blockingStates))
-	for i, s := range blockingStates {
-		q[i] = "'" + string(s) + "'"
-	}
-	return strings.Join(q, ", ")
 }
 
 // FinishJob marks running job id done with its result.

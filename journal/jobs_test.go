@@ -102,11 +102,21 @@ func TestClaimWaitsForStoreAndIncidents(t *testing.T) {
 	if id, ok := claim(now); ok {
 		t.Fatalf("claimed job %d while its store's incident is captured, not yet diverted", id)
 	}
+	// The state alone is no rule: the engine's decision (LetsReplay) is.
 	if err := j.Transition(ctx, inc.ID, StateDiverted, Step{Name: StepDiverted}); err != nil {
 		t.Fatal(err)
 	}
+	if id, ok := claim(now); ok {
+		t.Fatalf("claimed job %d while its store's incident still holds replay back", id)
+	}
+	if _, err := j.UpdateIncident(ctx, inc.ID, Step{Name: StepReplayQueued}, func(i *Incident) error {
+		i.State, i.LetsReplay = StateReplaying, true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if id, ok := claim(now); !ok || id != a1.ID {
-		t.Fatalf("claim after divert = %d %v, want %d", id, ok, a1.ID)
+		t.Fatalf("claim once the engine let replay run = %d %v, want %d", id, ok, a1.ID)
 	}
 	if id, ok := claim(now); ok {
 		t.Fatalf("claimed job %d while another job of the store runs", id)

@@ -22,6 +22,12 @@ type Incident struct {
 	// while it is unfinished.
 	ResolvedAt time.Time      `json:"resolved_at,omitzero"`
 	Detail     IncidentDetail `json:"detail"`
+	// LetsReplay is the engine's decision, journaled with each step, that
+	// the incident no longer holds back its store's replay jobs (its
+	// table's letsReplay for State). False, the zero value, holds them
+	// back: a job run too early writes into a generation still being dealt
+	// with, one run late only waits.
+	LetsReplay bool `json:"lets_replay"`
 }
 
 // IncidentDetail is what the protocol learned about an incident, kept as
@@ -50,6 +56,26 @@ type IncidentDetail struct {
 	// WAL fit no main, and what could not be.
 	Salvage *SalvageRecord `json:"salvage,omitempty"`
 	Extra   map[string]any `json:"extra,omitempty"`
+
+	// What the engine holds of an incident between two steps and a
+	// resumed incident needs again; the engine writes all of it with
+	// every step (incident/record.go).
+	//
+	// Bystanders (rewritten) are the old generation's other connections,
+	// left running: no new opener the quarantine must wait for.
+	Bystanders []HolderRecord `json:"bystanders,omitempty"`
+	// Quarantine (mispaired, nobody holding it) names the sidecars to
+	// move out of the path, by suffix ("-wal", "-shm").
+	Quarantine map[string]fileid.ID `json:"quarantine,omitempty"`
+	// CutWanted: the agent saw the change happen, so a frame cut the
+	// detection could not read is read at the pins. CutLate: that cut
+	// comes after the change (a rewrite's writers frozen after its first
+	// write) and keeps the timestamp margin.
+	CutWanted bool `json:"cut_wanted,omitempty"`
+	CutLate   bool `json:"cut_late,omitempty"`
+	// Tries counts the consecutive failures of the step being retried
+	// (a divert gives up after a bound), across restarts.
+	Tries int `json:"tries,omitempty"`
 }
 
 // SalvageRecord counts what a salvage from a WAL's page images read,

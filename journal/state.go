@@ -30,14 +30,15 @@ func (k Kind) Valid() bool {
 //
 //	open → frozen → pinned → released → captured → diverted → replaying → resolved
 //
-// A transition moves forward along it and may skip states a kind or policy
-// does not use (observe never freezes; a generic store is resolved after
-// capture). Off the main line: failed (terminal: the agent gave up, an
-// alert says why), unrecoverable (terminal: the capture cannot be used,
-// what was lost and where the raw files are kept is recorded) and needs_action (an operator must act, e.g. free disk
-// space; the orphan stays pinned). Any unfinished state may go to either.
-// needs_action goes back onto the main line at or after the state it was
-// entered from (Incident.PrevState), or to resolved/failed.
+// Off the main line: failed (terminal: the agent gave up, an alert says
+// why), unrecoverable (terminal: the capture cannot be used, what was lost
+// and where the raw files are kept is recorded) and needs_action (an
+// operator must act, e.g. free disk space; the orphan stays pinned).
+//
+// Which state may follow which is the incident engine's state table
+// (incident/table.go), the only rule: the journal stores the state the
+// engine decided. It refuses only what no engine may write: an unknown
+// state, and any change of a finished incident's state.
 type State string
 
 const (
@@ -57,6 +58,7 @@ const (
 	StateUnrecoverable State = "unrecoverable"
 )
 
+// mainLine orders the states for display and for Rank; it allows no move.
 var mainLine = []State{
 	StateOpen, StateFrozen, StatePinned, StateReleased,
 	StateCaptured, StateDiverted, StateReplaying, StateResolved,
@@ -88,50 +90,19 @@ func (s State) Terminal() bool {
 	return s == StateResolved || s == StateFailed || s == StateUnrecoverable
 }
 
-// blockingStates are the states in which the store's live generation is
-// still being dealt with, so no replay job may write into that store:
-// everything before the capture has been diverted, and needs_action.
-var blockingStates = []State{StateOpen, StateFrozen, StatePinned, StateReleased, StateCaptured, StateNeedsAction}
-
-// BlocksReplay reports whether an incident in state s holds back the
-// replay jobs of its store (see Journal.ClaimNextJob).
-func (s State) BlocksReplay() bool {
-	for _, b := range blockingStates {
-		if s == b {
-			return true
-		}
-	}
-	return false
-}
-
-// CanTransition reports whether the protocol allows from → to, without
-// the needs_action rule that also depends on Incident.PrevState.
-func (s State) CanTransition(to State) bool {
-	if !s.Valid() || !to.Valid() || s.Terminal() || s == to {
-		return false
-	}
-	switch {
-	case to == StateFailed || to == StateNeedsAction || to == StateUnrecoverable:
-		return true
-	case s == StateNeedsAction:
-		return to.Rank() >= 0
-	default:
-		return to.Rank() > s.Rank()
-	}
-}
-
-// ErrInvalidTransition is returned when a transition breaks the protocol.
+// ErrInvalidTransition is returned for a state change the journal cannot
+// store: to an unknown state, out of a terminal one, or a repeat of the
+// current state by another step (Transition).
 var ErrInvalidTransition = errors.New("invalid incident transition")
 
-// checkTransition applies CanTransition and the needs_action rule.
+// checkTransition refuses what no engine may write; which moves the
+// protocol allows is the engine's table, not the journal's.
 func checkTransition(inc *Incident, to State) error {
-	ok := inc.State.CanTransition(to)
-	if ok && inc.State == StateNeedsAction && to.Rank() >= 0 &&
-		inc.PrevState.Rank() >= 0 && to.Rank() < inc.PrevState.Rank() {
-		ok = false
-	}
-	if !ok {
-		return fmt.Errorf("%w: incident %s: %s → %s", ErrInvalidTransition, inc.ID, inc.State, to)
+	switch {
+	case !to.Valid():
+		return fmt.Errorf("%w: incident %s: unknown state %q", ErrInvalidTransition, inc.ID, to)
+	case inc.State.Terminal():
+		return fmt.Errorf("%w: incident %s is %s, which is final: %s → %s", ErrInvalidTransition, inc.ID, inc.State, inc.State, to)
 	}
 	return nil
 }

@@ -174,7 +174,7 @@ func checkCaptureFile(ctx context.Context, info *CaptureInfo, path string, e man
 	// The -shm is not checked by content: it is the wal-index, a cache
 	// SQLite rebuilds from the WAL, and a reader that mapped it before the
 	// quarantine moved it into the capture still writes its read marks
-	// there (the 1000-cycle seed 1 run of session 10: a mispaired
+	// there (a 1000-cycle seed 1 chaos run: a mispaired
 	// capture's moved -shm was written 160 ms after the capture, by a
 	// process the freeze leaves running, and seven incidents ended
 	// unrecoverable on "changed after the capture").

@@ -193,7 +193,7 @@ func TestCleanPartials(t *testing.T) {
 // An agent killed while it copied the main into the staging directory
 // that holds the quarantined sidecars leaves a half-written main there.
 // The resumed capture replaces it (and keeps the quarantined originals);
-// session 5's chaos run retried it every 5 s with "file exists" instead,
+// a chaos run retried it every 5 s with "file exists" instead,
 // the orphan's writers frozen until the run ended.
 func TestResumedCaptureReplacesHalfWrittenMain(t *testing.T) {
 	db, ids := sidecarStore(t)

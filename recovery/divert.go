@@ -81,7 +81,10 @@ type DivertRequest struct {
 	// rows their diverts hold count as present: their replays write them
 	// (see queuedRows).
 	Queued []string
-	Logger *slog.Logger // nil: slog.Default()
+	// HermesLines are Hermes' own diverted lines queued with the incident;
+	// their records count as present too (divert_hermes.go).
+	HermesLines []HermesLines
+	Logger      *slog.Logger // nil: slog.Default()
 
 	cutNote string                     // how the diff told the rows apart, for the report
 	queued  map[string][]store.Message // Queued's rows by session, read by divertWith

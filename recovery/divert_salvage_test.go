@@ -134,7 +134,7 @@ func TestDivertUnpairedCapture(t *testing.T) {
 
 // A rewritten capture whose WAL is empty (a TRUNCATE checkpoint emptied
 // it before the rewrite) holds no committed frame: SQLite would read no row from it, so the salvage has none to
-// divert, and that is a divert, not a failure (session 5's chaos runs
+// divert, and that is a divert, not a failure (early chaos runs
 // ended such incidents unrecoverable: "read wal header: 0 of 32 bytes").
 func TestDivertWALImagesEmptyWAL(t *testing.T) {
 	_, req, _ := cutFixture(t, func(o *sqlStore) { o.checkpoint() })
@@ -155,7 +155,7 @@ func TestDivertWALImagesEmptyWAL(t *testing.T) {
 // no process held it, so only the quarantined -wal/-shm were captured):
 // Divert says ErrCaptureUnpaired, the engine's cue for DivertWALImages,
 // which diverts the rows committed after the cut from the page images.
-// Session 5's chaos runs failed such incidents ("has no main image") 18
+// Early chaos runs failed such incidents ("has no main image") 18
 // times on seed 1.
 func TestDivertCaptureWithoutMain(t *testing.T) {
 	e, req, _ := cutFixture(t, nil)

@@ -65,6 +65,7 @@ func divertWith(ctx context.Context, req DivertRequest, diff func(context.Contex
 	if req.queued, err = queuedRows(ctx, &req, recovered); err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)
 	}
+	addHermesLines(&req)
 	diffs, err := diff(ctx, &req)
 	if err != nil {
 		return DivertReport{}, fmt.Errorf("divert %s: %w", req.IncidentID, err)

@@ -77,8 +77,14 @@ func writePrivateOwner(d capDir, owner Owner) error {
 // tmpDir ("" for the system's) that this user's processes (all users', as
 // root) left behind: the process named in
 // the copy's owner file is gone (a kill -9 during a divert), or, without
-// one, the copy is over an hour old. A symlink, another user's directory
-// or one whose owner still runs is left alone. It returns what it removed.
+// one, the copy is over an hour old. A directory whose owner file is not
+// a small regular file (a FIFO, a symlink to /dev/zero: no stateguard
+// process wrote it) is removed too, and named in the error. A symlink,
+// another user's directory or one whose owner still runs is left alone.
+// No read can block or grow: the owner file is opened
+// O_NOFOLLOW|O_NONBLOCK in the directory opened without symlinks, checked
+// regular and read to at most privateOwnerMax bytes. It returns what it
+// removed.
 func CleanPrivateCopies(tmpDir string) ([]string, error) {
 	if tmpDir == "" {
 		tmpDir = os.TempDir()
@@ -94,12 +100,16 @@ func CleanPrivateCopies(tmpDir string) ([]string, error) {
 			continue
 		}
 		dir := filepath.Join(tmpDir, e.Name())
-		if !stalePrivate(dir) {
+		stale, bad := stalePrivate(dir)
+		if !stale {
 			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
-			errs = errors.Join(errs, err)
+			errs = errors.Join(errs, fmt.Errorf("remove stale private copy %s: %w", dir, err))
 			continue
+		}
+		if bad != nil {
+			errs = errors.Join(errs, fmt.Errorf("private copy %s removed: %w", dir, bad))
 		}
 		removed = append(removed, dir)
 	}
@@ -115,17 +125,58 @@ func hasPrivatePrefix(name string) bool {
 	return false
 }
 
-func stalePrivate(dir string) bool {
+// privateOwnerMax bounds the owner file's read: a pid and a newline.
+const privateOwnerMax = 32
+
+// errBadOwnerFile: the owner file is not what makePrivateDir writes.
+var errBadOwnerFile = errors.New("owner file is not a small regular file stateguard wrote")
+
+// stalePrivate reports whether dir is a leftover to remove; bad says why
+// when its owner file is not one stateguard wrote (it is removed then).
+func stalePrivate(dir string) (stale bool, bad error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, nil
+	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	// As root, a copy made as a profile's owner (store.AsOwner) is that
 	// user's directory; RemoveAll never follows a symlink inside it.
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || (int(st.Uid) != os.Geteuid() && os.Geteuid() != 0) {
-		return false
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || (int(st.Uid) != os.Geteuid() && os.Geteuid() != 0) {
+		return false, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, privateOwnerFile))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist) && time.Since(time.Unix(st.Mtim.Unix())) > privateUnmarkedAge
+	b, err := readOwnerFile(fd)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return time.Since(time.Unix(st.Mtim.Unix())) > privateUnmarkedAge, nil
+	case errors.Is(err, errBadOwnerFile), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENXIO):
+		return true, fmt.Errorf("%s/%s: %w", dir, privateOwnerFile, err)
+	case err != nil:
+		return false, nil
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	return err == nil && pid != os.Getpid() && !processAlive(pid)
+	return err == nil && pid != os.Getpid() && !processAlive(pid), nil
+}
+
+// readOwnerFile reads the owner file in the directory fd without
+// following a symlink, blocking on a FIFO or reading a device.
+func readOwnerFile(dirfd int) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, privateOwnerFile, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > privateOwnerMax {
+		return nil, fmt.Errorf("%w (mode %#o, %d bytes)", errBadOwnerFile, st.Mode&unix.S_IFMT, st.Size)
+	}
+	b := make([]byte, privateOwnerMax+1)
+	n, err := unix.Read(fd, b)
+	if err != nil {
+		return nil, err
+	}
+	return b[:n], nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/stateguard/stateguard/internal/journald"
+	"github.com/stateguard/stateguard/internal/termsafe"
 )
 
 // LogOutput is where the agent's log can go. The zero value is this
@@ -18,6 +19,12 @@ type LogOutput struct {
 	JournalSocket string
 	// Identifier is the journal's SYSLOG_IDENTIFIER (default "agentd").
 	Identifier string
+}
+
+// NewLogger returns the agent's logger on w, chosen as LogOutput.Logger does.
+func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
+	l, _ := LogOutput{Stderr: w}.Logger(c)
+	return l
 }
 
 // Logger returns the agent's logger and the format it chose. auto means:
@@ -47,6 +54,10 @@ func (o LogOutput) Logger(c LogConfig) (*slog.Logger, LogFormat) {
 			}
 		}
 	}
+	// slog's text handler quotes a control character, its JSON handler
+	// leaves C1 (U+009B, CSI) raw: a holder's command line logged as an
+	// attribute must not reach a terminal or a log viewer as one.
+	w = termsafe.NewWriter(w)
 	switch format {
 	case LogText:
 		return slog.New(slog.NewTextHandler(w, opts)), LogText

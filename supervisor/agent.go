@@ -20,7 +20,6 @@ import (
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/incident"
 	"github.com/stateguard/stateguard/journal"
-	"github.com/stateguard/stateguard/recovery"
 	"github.com/stateguard/stateguard/store"
 	"github.com/stateguard/stateguard/watcher"
 )
@@ -133,6 +132,7 @@ type Agent struct {
 	// for; fdLimitSaid: guard.fdlimit was logged (fdlimit.go).
 	guardBudget int64
 	fdLimitSaid atomic.Bool
+	shares      *guardShares // the budget's share per owner (guard_share.go)
 	work        workCounters
 
 	scanMu   sync.Mutex // one full scan at a time; guards verdicts
@@ -173,6 +173,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.cache.SetKept(opts.Keeper.Kept)
 	}
 	a.guardBudget = guardBudget(opts.OpenFileLimit)
+	a.shares = newGuardShares()
 	a.live.Store(reloadOf(opts))
 	opts.Metrics.ReconcileInterval(opts.Reconcile) // Reload does not change it
 	a.ctx, a.cancel = context.WithCancel(context.Background())
@@ -189,12 +190,6 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.startRewrites()
-	// Private copies a killed divert left in the temp dir take disk
-	// forever otherwise; only those whose process is gone are removed.
-	removed, err := recovery.CleanPrivateCopies("")
-	if len(removed) > 0 || err != nil {
-		a.log.Info("stale private capture copies and copies at a cut removed", "removed", removed, "err", err)
-	}
 	if err := a.startWorkers(ctx); err != nil {
 		a.abort()
 		return nil, err
@@ -210,6 +205,8 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	go a.eventLoop()
 	go a.reconcileLoop()
 	go a.replayLoop()
+	a.wg.Add(1)
+	go a.cleanPrivateCopies()
 	if started == 0 {
 		a.log.Warn("no session store found yet; discovery runs again at every reconcile",
 			"hint", "set HERMES_HOME, or list homes / [[store]] entries in the config")

@@ -102,9 +102,10 @@ func TestAttackReplayFileLinkedToAnotherUsers(t *testing.T) {
 		t.Fatalf("alice's store %s not watched", alice.store())
 	}
 	ctx := context.Background()
-	// Her incident is replaying: its jobs are pending.
+	// Her incident is replaying: its jobs are pending. The test writes
+	// what the engine would: replaying lets the store's replays run.
 	inc, err := a.journal.OpenIncident(ctx, journal.Incident{ID: "inc-attack", Store: alice.store(), Profile: "work",
-		Home: alice.hermes, Kind: journal.KindReplaced, State: journal.StateReplaying})
+		Home: alice.hermes, Kind: journal.KindReplaced, State: journal.StateReplaying, LetsReplay: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,8 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 	}
 	for pid, f := range frozen {
 		if w.owns(f.ref) {
-			delete(frozen, pid) // an incident froze it too, and releases it
+			w.stops.drop(f.ref) // an incident froze it too, and releases it
+			delete(frozen, pid)
 			continue
 		}
 		p := findPid(orphans, pid)
@@ -298,30 +299,25 @@ func holdsStaleData(p *holders.Process, g store.Generation) bool {
 	return false
 }
 
-// thaw resumes a process this check (or a rewrite's handling) stopped
-// and says why; an empty why says nothing. Not one the early freeze has
-// stopped again since (it waits in w.early): SIGSTOP does not count, so
-// this SIGCONT would undo that freeze too, and the incident its check
-// opens would find the orphan running ("holder not stopped"; a shared
-// main captured while the writer checkpointed into it).
+// thaw gives back the claim f (a stop this check, the early freeze or a
+// rewrite's handling made) and says why; an empty why says nothing. The
+// process is resumed only when no other claim holds it (the early freeze,
+// a held open, a pending rewrite stopped it too) and no incident owns it
+// (ledger.go): SIGSTOP does not count, so one SIGCONT would undo those
+// stops too, and the incident they lead to would find its orphan running
+// ("holder not stopped"; a shared main captured while the writer
+// checkpointed into it).
 func (w *worker) thaw(pid int, f frozenProc, why string) {
-	w.earlyMu.Lock()
-	defer w.earlyMu.Unlock()
-	if _, again := w.early[pid]; again && f.ref == w.early[pid].ref {
-		return // its own check confirms or thaws it
-	}
-	w.thawLocked(pid, f, why)
-}
-
-// thawLocked is thaw with w.earlyMu held.
-func (w *worker) thawLocked(pid int, f frozenProc, why string) {
-	err := holders.Thaw(f.ref)
-	if errors.Is(err, holders.ErrProcessGone) || why == "" {
+	thawed, err := w.stops.release(f.ref, w.owns)
+	switch {
+	case !thawed:
+		w.log.Debug("holder left stopped: another claim or its incident holds it", "pid", pid, "reason", why)
+	case errors.Is(err, holders.ErrProcessGone) || why == "":
 		w.log.Debug("holder resumed", "pid", pid, "err", err)
-		return
+	default:
+		w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
+			"stopped_ms", float64(time.Since(f.at).Microseconds())/1000, "err", err)
 	}
-	w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", pid, "reason", why,
-		"stopped_ms", float64(time.Since(f.at).Microseconds())/1000, "err", err)
 }
 
 // orphansNow keeps the orphans that hold an inode that is not the one at
@@ -362,7 +358,7 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 			live = append(live, *p)
 			continue
 		}
-		err := holders.Freeze(p.Ref())
+		err := w.stops.stop(p.Ref())
 		switch {
 		case err == nil:
 			frozen[p.Pid] = frozenProc{ref: p.Ref(), at: time.Now()}
@@ -386,6 +382,7 @@ func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, poli
 	at2, after := frozenTimes(frozen)
 	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
 		Old: old, New: generationRecord(gen), Cut: cut})
+	w.stops.handOver(frozen) // the incident's now; one its journal refused it has thawed
 }
 
 // Settle times: a change is classified once no further event for the

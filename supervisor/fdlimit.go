@@ -25,9 +25,20 @@ const EventGuardFDLimit = "guard.fdlimit"
 // reasonFDLimit is the guard status of a store past the budget.
 const reasonFDLimit = "the open-file limit leaves no fds for another guard (raise LimitNOFILE= or ulimit -n)"
 
+// minFDReserve is the fewest fds guards leave for everything else. The
+// sockets take a bounded part of it: the control socket at most
+// maxControlConns, the metrics endpoint defaultMetricsLimits.maxConns (a
+// connection past either cap holds no fd for long, or none), so a local
+// user's connections leave the scan, the pins and the captures at least
+// minFDReserve less socketFDs (TestSocketCapsLeaveTheReserve).
+const minFDReserve = 256
+
+// socketFDs is what the two listening servers may hold at once.
+var socketFDs = maxControlConns + defaultMetricsLimits.maxConns
+
 // guardBudget is how many guards the open-file limit leaves room for:
 // limit (0: the process's RLIMIT_NOFILE) less a quarter of it (at least
-// 256) for the scan, the pins, the journal and the sockets.
+// minFDReserve) for the scan, the pins, the journal and the sockets.
 func guardBudget(limit int) int64 {
 	if limit <= 0 {
 		var rl unix.Rlimit
@@ -36,21 +47,30 @@ func guardBudget(limit int) int64 {
 		}
 		limit = int(rl.Cur)
 	}
-	reserve := max(limit/4, 256)
+	reserve := max(limit/4, minFDReserve)
 	return int64(max(limit-reserve, 0) / guardFDs)
 }
 
-// guardRoom reports whether one more guard fits the budget; replacing an
-// armed one (same store, new generation) always does. The count may run
-// over by the few arms in flight at once, which the reserve absorbs.
-func (a *Agent) guardRoom(replacing bool) bool {
-	if replacing || a.armed.Load() < a.guardBudget {
-		return true
+// guardRoom reports whether one more guard of the store's owner (uid)
+// fits the budget and the owner's share of it (guard_share.go); replacing
+// an armed one (same store, new generation) always does. why is the
+// guard's status when it does not. The count may run over by the few arms
+// in flight at once, which the reserve absorbs.
+func (a *Agent) guardRoom(replacing bool, uid int) (ok bool, why string) {
+	if replacing {
+		return true, ""
 	}
-	if !a.fdLimitSaid.Swap(true) {
+	ok, why, first := a.shares.room(uid, a.armed.Load(), a.guardBudget)
+	switch {
+	case ok:
+	case why == reasonOwnerShare && first:
+		a.log.Warn("guard share reached for a user: their stores past it are watched and scanned but not guarded",
+			"event", EventGuardFDLimit, "uid", uid, "guards", a.guardBudget,
+			"hint", "the open-file budget for guards is shared by the users with stores; raise the agent's open-file limit (LimitNOFILE=) for more")
+	case why == reasonFDLimit && !a.fdLimitSaid.Swap(true):
 		a.log.Warn("open-file limit reached for guards: stores past it are watched and scanned but not guarded",
 			"event", EventGuardFDLimit, "guards", a.guardBudget,
 			"hint", "raise the agent's open-file limit (LimitNOFILE= in its unit, ulimit -n) to about 3 per live store plus a quarter")
 	}
-	return false
+	return ok, why
 }

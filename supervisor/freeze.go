@@ -71,7 +71,7 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc, see
 		if isCloser(p, gen, closer) || !stillHoldsAny(p, stale) {
 			continue
 		}
-		if err := holders.Freeze(p.Ref()); err == nil {
+		if err := w.stops.stop(p.Ref()); err == nil {
 			frozen[p.Pid] = stoppedAfter(p.Ref(), seen)
 			w.log.Debug("holder stopped by the fast freeze; the confirming scan keeps or thaws it", "pid", p.Pid, "closer", closer,
 				"stale", describeHeld(stale), "main", gen.Main.ID.String(), "wal", gen.WAL.ID.String(), "shm", gen.SHM.ID.String())
@@ -213,7 +213,8 @@ func (w *worker) freezeEarly(trigger time.Time) {
 // closeEarly, when the worker stops, thaws what the early freeze stopped
 // and no check took: nobody stays stopped without an incident.
 //
-// One an incident owns stays stopped: a fast freeze on a kicker's
+// One an incident owns stays stopped (thaw asks the ledger, which asks
+// the engine): a fast freeze on a kicker's
 // goroutine can stop a writer again after the check that opened its
 // incident took the early freezes, and thawing it then let a writer the
 // incident holds (policy hold) run on into the orphan once the agent
@@ -224,15 +225,18 @@ func (w *worker) closeEarly() {
 	w.earlyClosed = true
 	for pid, f := range w.early {
 		delete(w.early, pid)
-		if w.owns(f.ref) {
-			continue
-		}
-		w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
+		w.thaw(pid, f, "the store's worker stopped before a check confirmed the freeze")
 	}
 	w.earlyMu.Unlock()
 	// A lock pass still running sees earlyClosed and stops nobody; no
 	// new one starts (lockFreezeAsync).
 	w.lockWG.Wait()
+	// What else is still stopped (a held open, a rewrite no check took)
+	// is thawed too, and no path stops anyone from here on.
+	for _, ref := range w.stops.close(w.owns) {
+		w.log.Warn("holder thawed", "event", EventHolderThawed, "pid", ref.Pid,
+			"reason", "the store's worker stopped before an incident took the process")
+	}
 }
 
 // takeEarly moves the early freezes into this check's. One an incident
@@ -244,6 +248,7 @@ func (w *worker) takeEarly(frozen map[int]frozenProc) {
 	for pid, f := range w.early {
 		delete(w.early, pid)
 		if _, have := frozen[pid]; have || w.owns(f.ref) {
+			w.stops.drop(f.ref) // the check's own stop, or the incident, holds it
 			continue
 		}
 		frozen[pid] = f
@@ -258,15 +263,17 @@ func (w *worker) handEarly(frozen map[int]frozenProc) {
 	for pid, f := range frozen {
 		delete(frozen, pid)
 		if w.earlyClosed {
-			w.thawLocked(pid, f, "the store's worker stopped before a check confirmed the freeze")
+			w.thaw(pid, f, "the store's worker stopped before a check confirmed the freeze")
 			continue
 		}
 		if w.early == nil {
 			w.early = map[int]frozenProc{}
 		}
-		if _, have := w.early[pid]; !have {
-			w.early[pid] = f
+		if _, have := w.early[pid]; have {
+			w.stops.drop(f.ref) // the early freeze's own stop holds it
+			continue
 		}
+		w.early[pid] = f
 	}
 }
 

@@ -77,7 +77,11 @@ func TestThawLeavesAnEarlyFreeze(t *testing.T) {
 	hermestest.Eventually(t, "the early freeze to stop the orphan", 10*time.Second, func() bool {
 		return hermestest.StateOf(w.Pid) == 'T'
 	})
-	// What rewrite.go's check does with a writer it had stopped itself.
+	// What rewrite.go's check does with a writer it had stopped itself:
+	// its own stop, then its thaw.
+	if err := wk.stops.stop(p.Ref()); err != nil {
+		t.Fatal(err)
+	}
 	wk.thaw(w.Pid, frozenProc{ref: p.Ref(), at: time.Now()}, "another handler's freeze is over")
 	if st := hermestest.StateOf(w.Pid); st != 'T' {
 		t.Fatalf("writer in state %c after another handler's thaw: the early freeze was undone", st)

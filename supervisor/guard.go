@@ -167,6 +167,12 @@ func (w *worker) guardArm(gen store.Generation) {
 	gd := &w.guard
 	want := guardFiles(gen)
 	old := gd.g
+	if old != nil && w.a.shares.yield(ownerOf(w.st.DirID), w.a.guardBudget) {
+		// Its owner holds more than its share and another user's store
+		// waits for a guard (guard_share.go).
+		w.guardUnavailable(false, reasonOwnerShare)
+		return
+	}
 	if old != nil && old.IDs() == want && gen.Main.Exists && gen.SHM.Exists {
 		w.guardSet(control.GuardStatus{State: control.GuardArmed})
 		return
@@ -191,9 +197,12 @@ func (w *worker) guardArm(gen store.Generation) {
 		w.guardUnavailable(false, "the -shm at the path belongs to the replaced main file")
 		return
 	}
-	if !w.a.guardRoom(old != nil) {
-		gd.setRetry(false) // the next check or reconcile tries again
-		w.guardUnavailable(mainSame, reasonFDLimit)
+	if ok, why := w.a.guardRoom(old != nil, ownerOf(w.st.DirID)); !ok {
+		// Under its owner's share, a guard of another owner gives one
+		// back at its next check: retried soon. Otherwise the next
+		// check or reconcile tries again.
+		gd.setRetry(why == reasonFDLimit)
+		w.guardUnavailable(mainSame, why)
 		return
 	}
 	g, err := w.armGuardChecked(want)
@@ -299,8 +308,10 @@ func (w *worker) guardSet(s control.GuardStatus) {
 	// every worker's guard here made starting N stores cost N².
 	switch now := s.State == control.GuardArmed; {
 	case now && !was:
+		w.a.shares.armedAdd(ownerOf(w.st.DirID), 1)
 		w.a.armedDelta(1)
 	case was && !now:
+		w.a.shares.armedAdd(ownerOf(w.st.DirID), -1)
 		w.a.armedDelta(-1)
 	}
 }

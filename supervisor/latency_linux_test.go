@@ -121,7 +121,7 @@ func loggedWriterStore(t *testing.T) (db string, wk *worker, pid int, logs *herm
 // first write, and the write's event is what opens the rewritten
 // incident: measured from that event the latency came out negative (CI:
 // latency_ms=-3.179, and every holder.frozen of a rewritten incident in
-// the session-5 chaos logs). It is measured from the open's event, which
+// early chaos logs). It is measured from the open's event, which
 // the gate reads before it stops anyone, so it is never negative and at
 // most the time the gate held the open.
 func TestGatedFreezeLatencyFromTheOpen(t *testing.T) {

@@ -296,6 +296,10 @@ type MetricsServer struct {
 // [::1], localhost; port 0 picks one): the endpoint has no
 // authentication. It serves until ctx ends or Close.
 func (m *Metrics) Serve(ctx context.Context, listen string, log *slog.Logger) (*MetricsServer, error) {
+	return m.serve(ctx, listen, log, defaultMetricsLimits)
+}
+
+func (m *Metrics) serve(ctx context.Context, listen string, log *slog.Logger, lim metricsLimits) (*MetricsServer, error) {
 	if m == nil {
 		return nil, errors.New("serve metrics: metrics are off")
 	}
@@ -327,12 +331,18 @@ func (m *Metrics) Serve(ctx context.Context, listen string, log *slog.Logger) (*
 		Registry:          m.reg,
 		EnableOpenMetrics: true,
 	}))
+	// Bounded in number and in time (metricsLimits): a local user's idle
+	// connections must not take the fds the scans and pins need.
+	ln = newLimitListener(ln, lim.maxConns)
 	s := &MetricsServer{
 		ln:   ln,
 		done: make(chan struct{}),
 		srv: &http.Server{
 			Handler:           mux,
-			ReadHeaderTimeout: 5 * time.Second,
+			ReadHeaderTimeout: lim.readHeader,
+			ReadTimeout:       lim.read,
+			WriteTimeout:      lim.write,
+			IdleTimeout:       lim.idle,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 	}

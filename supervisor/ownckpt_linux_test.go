@@ -51,7 +51,7 @@ func replayOnce(t *testing.T, a *Agent, db, text string) {
 	}
 }
 
-// Seed 2 of session 5's chaos run: a replay finished while cp rewrote the
+// Seed 2 of an early chaos run: a replay finished while cp rewrote the
 // live main, and the replay's closing checkpoint wrote the old
 // generation's WAL pages into cp's new content (malformed, then "disk
 // I/O error" for every later read). While a process that is no
@@ -213,7 +213,7 @@ func wantYielded(t *testing.T, a *Agent, job journal.Job) {
 	}
 }
 
-// Seed 1 of session 5's chaos run: cp rewrote the live main while a
+// Seed 1 of an early chaos run: cp rewrote the live main while a
 // replay waited on the worker for a write lock a frozen writer held, and
 // the rewrite's incident waited behind it for 25 s (until the agent was
 // killed), its writers stopped all that time. A foreign open of the main

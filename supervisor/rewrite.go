@@ -300,6 +300,9 @@ func (w *worker) foreignWrite(ev modwatch.Event) {
 
 	frozen := w.freezeWriters(known.Holders, ev.Pid, ev.At)
 	for pid, f := range gated.frozen {
+		if dup, ok := frozen[pid]; ok {
+			w.stops.drop(dup.ref) // one frozenProc, one claim
+		}
 		frozen[pid] = f // stopped since its open(2), before this write
 	}
 	gated.frozen = nil
@@ -434,7 +437,7 @@ func (w *worker) freezeWriters(known []holders.Process, writer int, seen time.Ti
 		if p.Pid == writer || !p.MayWrite() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
-		if err := holders.Freeze(p.Ref()); err == nil {
+		if err := w.stops.stop(p.Ref()); err == nil {
 			frozen[p.Pid] = stoppedAfter(p.Ref(), seen)
 			w.log.Debug("holder stopped for a write into the main", "pid", p.Pid, "writer", writer)
 		}
@@ -507,7 +510,10 @@ func (w *worker) openRewrites(held map[int]frozenProc) {
 	}
 	for _, rs := range seen {
 		for pid := range held {
-			delete(rs.frozen, pid)
+			if f, ok := rs.frozen[pid]; ok {
+				w.stops.drop(f.ref) // the check's own claim holds it
+				delete(rs.frozen, pid)
+			}
 		}
 		w.openRewrite(rs)
 	}
@@ -560,7 +566,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 			continue // the agent's own fds, in a child not exec'd yet
 		}
 		if _, done := rs.frozen[p.Pid]; !done && policy != incident.PolicyObserve {
-			if err := holders.Freeze(p.Ref()); err == nil {
+			if err := w.stops.stop(p.Ref()); err == nil {
 				rs.frozen[p.Pid] = stoppedAfter(p.Ref(), rs.at)
 			}
 		}
@@ -586,4 +592,5 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	}
 	w.engine().Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, FrozenAfter: after, At: rs.at,
 		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders, Cut: rs.cut})
+	w.stops.handOver(rs.frozen)
 }

@@ -96,6 +96,9 @@ func (w *worker) gatedOpen(ev modwatch.Event) {
 	}
 	if old, ok := w.rws.gated[ev.Pid]; ok {
 		for pid, f := range old.frozen {
+			if dup, ok := frozen[pid]; ok {
+				w.stops.drop(dup.ref) // one frozenProc, one claim: the first open's stands
+			}
 			frozen[pid] = f
 		}
 		if old.cut != nil {

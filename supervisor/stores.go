@@ -33,6 +33,7 @@ func (a *Agent) addWorker(s store.Store) *worker {
 	w.resumes = a.resumes[s.Key()]
 	delete(a.resumes, s.Key())
 	a.workers[s.Key()] = w
+	a.shares.addStore(ownerOf(s.DirID), 1)
 	a.wlist = nil
 	if len(w.resumes) > 0 {
 		// An unfinished incident goes on at once; any other store's
@@ -67,6 +68,7 @@ func (a *Agent) refreshStores() error {
 			// in, and its steps refuse the new one.
 			removed = append(removed, w)
 			delete(a.workers, s.Key())
+			a.shares.addStore(ownerOf(w.st.DirID), -1)
 			a.wlist = nil
 			candidates = append(candidates, s)
 		}
@@ -75,6 +77,7 @@ func (a *Agent) refreshStores() error {
 		if !seen[k] && !w.busy() {
 			removed = append(removed, w)
 			delete(a.workers, k)
+			a.shares.addStore(ownerOf(w.st.DirID), -1)
 			a.wlist = nil
 		}
 	}

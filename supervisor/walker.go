@@ -108,7 +108,7 @@ func (a *Agent) reconcileDue(res *holders.Result) []*worker {
 			held[w.st.Key()] = true
 		}
 		if sr == nil || w.busy() || w.recheck.Load() || (wasHeld && !isHeld) ||
-			len(sr.Orphans()) > 0 || !sameAsSeen(sr, w.seen.Load()) || guardOwed(w, sr) {
+			len(sr.Orphans()) > 0 || !sameAsSeen(sr, w.seen.Load()) || guardOwed(w, sr) || guardYields(w) {
 			due = append(due, w)
 		}
 	}
@@ -209,5 +209,18 @@ func guardOwed(w *worker, sr *holders.StoreResult) bool {
 	// Past the fd budget nothing changes until a guard lets go: checking
 	// every such store at every reconcile would only spend the budget
 	// of the walk.
-	return g.Reason != reasonFDLimit || w.a.armed.Load() < w.a.guardBudget
+	if g.Reason != reasonFDLimit && g.Reason != reasonOwnerShare {
+		return true
+	}
+	return w.a.shares.mayArm(ownerOf(w.st.DirID), w.a.armed.Load(), w.a.guardBudget)
+}
+
+// guardYields reports whether the store's armed guard is one its owner,
+// over its share, gives back to another owner waiting (guard_share.go).
+func guardYields(w *worker) bool {
+	if !w.a.shares.owesYield(ownerOf(w.st.DirID), w.a.guardBudget) {
+		return false // nobody waits: what nearly every reconcile sees
+	}
+	g := w.guardState()
+	return g != nil && g.State == control.GuardArmed
 }

@@ -83,6 +83,9 @@ type worker struct {
 	seen    atomic.Pointer[fileid.Family]
 	recheck atomic.Bool
 
+	// stops owns every SIGSTOP sent to a process of the store until it is
+	// thawed or an incident takes it (ledger.go).
+	stops stopLedger
 	// early holds the processes the fast freeze stopped from kick, off
 	// the worker (freezeEarly), until the next check takes them.
 	earlyMu     sync.Mutex

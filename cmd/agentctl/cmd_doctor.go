@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -78,9 +77,7 @@ func doctorExit(checks []checkResult) int {
 }
 
 func writeDoctorJSON(w io.Writer, checks []checkResult) int {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(struct {
+	if err := writeJSON(w, struct {
 		Checks      []checkResult `json:"checks"`
 		NeedsAction bool          `json:"needs_action"`
 	}{checks, needsAction(checks)}); err != nil {

@@ -72,7 +72,11 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	}
 	write := map[string]func(io.Writer) error{"json": x.WriteJSON, "md": x.WriteMarkdown, "html": x.WriteHTML}[*format]
 	if *out == "" || *out == "-" {
-		if err := write(e.stdout); err != nil {
+		w := e.stdout
+		if e.data != nil {
+			w = e.data
+		}
+		if err := write(w); err != nil {
 			return v.fail(err)
 		}
 		return exitOK

@@ -78,7 +78,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,6 +89,7 @@ import (
 
 	"github.com/stateguard/stateguard/control"
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/termsafe"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
 )
@@ -165,6 +165,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err := missingProfiles(st, sc.profiles); err != nil {
 		return v.fail(err)
 	}
+	addHermesDiverts(ctx, &st)
 	if *asJSON {
 		if code := v.printJSON(st); code != exitOK {
 			return code
@@ -386,8 +387,6 @@ func filterDaemonStatus(st *control.Status, sc *scope, getenv func(string) strin
 	}
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+// writeJSON writes v as indented JSON with C1 controls \u-escaped
+// (termsafe.JSON): still JSON, and harmless on a terminal.
+func writeJSON(w io.Writer, v any) error { return termsafe.EncodeJSON(w, v) }

@@ -103,6 +103,7 @@ func runDoctor(ctx context.Context, in doctorInput) []checkResult {
 	out = append(out, checkStateDir(h.stateDir, in.euid))
 	out = append(out, checkStores(h.stores, h.problems))
 	out = append(out, checkCaptures(h.stores, h.journal))
+	out = append(out, checkHermesDiverts(ctx, h.stores))
 	out = append(out, checkReplayJobs(h.journal))
 	out = append(out, checkUnrecoverable(h.journal))
 	out = append(out, checkGuard(cfg, h.journal))

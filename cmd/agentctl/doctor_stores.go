@@ -200,7 +200,7 @@ func checkCaptures(stores []store.Store, jf journalFacts) checkResult {
 		r.Details = append(r.Details, "waiting: "+p)
 	}
 	for _, p := range partial {
-		r.Details = append(r.Details, "interrupted (agentd finishes or removes it when it starts): "+p)
+		r.Details = append(r.Details, "interrupted (agentd removes its own when it starts, and Hermes' once the incident with the same orphan is captured): "+p)
 	}
 	switch {
 	case len(waiting) == 0 && len(partial) == 0:

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/stateguard/stateguard/holders"
+	"github.com/stateguard/stateguard/internal/termsafe"
 	"github.com/stateguard/stateguard/store"
 )
 
@@ -52,6 +53,11 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// data is where a verb writes a file's bytes to stdout (export's
+	// JSON, Markdown or HTML) when stdout is a file or a pipe: those bytes
+	// must stay exact. nil means stdout, a terminal or a test's buffer:
+	// escaped as all text is.
+	data   io.Writer
 	getenv func(string) string
 	// scan is how restore learns who holds a store, judged by rule.
 	scan func(path string, rule holders.Rule) (*holders.StoreResult, error)
@@ -76,7 +82,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "agentctl: %v\n", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runCLI(ctx, newEnv(os.Stdin, os.Stdout, os.Stderr, os.Getenv), os.Args[1:])
+	e := newEnv(os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+		e.data = os.Stdout
+	}
+	code := runCLI(ctx, e, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -97,7 +107,19 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
+// runCLI runs a verb with its text output escaped (termsafe.Writer): a
+// holder's command line, a profile name or a path is another user's text,
+// and no control character of it may reach the operator's terminal.
 func runCLI(ctx context.Context, e *env, args []string) int {
+	out, errOut := termsafe.NewWriter(e.stdout), termsafe.NewWriter(e.stderr)
+	defer out.Flush()
+	defer errOut.Flush()
+	safe := *e
+	safe.stdout, safe.stderr = out, errOut
+	return runVerb(ctx, &safe, args)
+}
+
+func runVerb(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.stderr)
 		if len(args) == 0 {

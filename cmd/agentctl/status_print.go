@@ -70,6 +70,9 @@ func printStore(w io.Writer, s control.StoreStatus, daemon bool) {
 	if daemon {
 		kv.row("replays", fmt.Sprintf("%d queued", s.QueuedReplays))
 	}
+	if len(s.HermesDiverts) > 0 {
+		kv.row("hermes diverts", divertsText(s.HermesDiverts))
+	}
 	kv.write(w)
 	if len(s.Holders) > 0 {
 		printHolderTables(w, s.Holders)

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stateguard/stateguard/internal/termsafe"
 )
 
 // table renders rows as aligned text columns under an upper-case header,
@@ -68,22 +69,7 @@ func (t *table) write(w io.Writer) error {
 	return err
 }
 
-// cleanCell keeps a cell on one line: a command line or an error from a
-// file name may carry control characters that would break the columns or
-// the terminal.
-func cleanCell(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isControl(r) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// cleanCell keeps a cell on one line and harmless on a terminal: a
+// command line, a profile name or an error quoting a file name is another
+// user's text (termsafe.String escapes C0, C1 and invalid UTF-8).
+func cleanCell(s string) string { return termsafe.String(s) }

@@ -30,7 +30,7 @@ type serviceDeps struct {
 
 func defaultServiceDeps() serviceDeps {
 	return serviceDeps{
-		stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, geteuid: os.Geteuid, detect: service.Detect,
+		stdout: termOut, stderr: termErr, getenv: os.Getenv, geteuid: os.Geteuid, detect: service.Detect,
 		manager: func(kind service.ManagerKind, scope service.Scope) *service.Manager {
 			return &service.Manager{Kind: kind, Scope: scope}
 		},

@@ -34,7 +34,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	prof := startProfiler()
 	defer prof.stopCPU()
 	if err := requireSQLite(ctx, version.SQLite); err != nil {
-		fmt.Fprintf(os.Stderr, "agentd: refusing to start: %v\n", err)
+		fmt.Fprintf(termErr, "agentd: refusing to start: %v\n", err)
 		return 1
 	}
 	explicit := *configPath != ""
@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string) int {
 	}
 	cfg, err := service.Load(path, explicit)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agentd: %v\n", err)
+		fmt.Fprintf(termErr, "agentd: %v\n", err)
 		return 1
 	}
 	override := func(c *service.Config) {

@@ -142,7 +142,7 @@ func (k *keepalive) giveUp(unhealthyFor time.Duration) {
 	k.exit(exitUnhealthy)
 }
 
-// Stable event names of the keepalive loop (README, Events).
+// Stable event names of the keepalive loop (docs/events.md).
 const (
 	eventAgentUnhealthy = "agent.unhealthy"
 	eventAgentHealthy   = "agent.healthy"

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/stateguard/stateguard/internal/termsafe"
 	"github.com/stateguard/stateguard/service"
 	"github.com/stateguard/stateguard/store"
 )
@@ -42,17 +43,22 @@ var verbs = []verb{
 		return cmdStatus(ctx, args, defaultServiceDeps())
 	}},
 	{"version", "the build: version, VCS revision, Go, embedded SQLite (--json)", func(ctx context.Context, args []string) int {
-		return cmdVersion(ctx, args, os.Stdout, os.Stderr)
+		return cmdVersion(ctx, args, termOut, termErr)
 	}},
 }
+
+// termOut and termErr are agentd's own text output: a path or an error
+// quoting one may carry another user's control characters, escaped on
+// the way (internal/termsafe). The log escapes its own (service.LogOutput).
+var termOut, termErr io.Writer = termsafe.NewWriter(os.Stdout), termsafe.NewWriter(os.Stderr)
 
 func main() {
 	// Process-wide switches, set once before anything opens SQLite.
 	if err := store.UseOFDLocks(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentd: %v\n", err)
+		fmt.Fprintf(termErr, "agentd: %v\n", err)
 	}
 	setGCPercent(os.Getenv)
-	os.Exit(runCLI(os.Args[1:], os.Stderr))
+	os.Exit(runCLI(os.Args[1:], termErr))
 }
 
 // agentGOGC is the collector's target unless $GOGC says otherwise. The

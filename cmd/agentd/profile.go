@@ -40,12 +40,12 @@ func (p *profiler) startCPU(name string) {
 	}
 	f, err := os.Create(filepath.Join(p.dir, name))
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agentd: %s: %v\n", profileDirEnv, err)
+		fmt.Fprintf(termErr, "agentd: %s: %v\n", profileDirEnv, err)
 		p.dir = ""
 		return
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintf(os.Stderr, "agentd: %s: %v\n", profileDirEnv, err)
+		fmt.Fprintf(termErr, "agentd: %s: %v\n", profileDirEnv, err)
 		f.Close()
 		return
 	}

@@ -2,7 +2,7 @@
 // (issue 16): start time, idle CPU, memory, inotify watches, reconcile
 // duration and freeze latency, as one table per agentd build.
 //
-//	go run ./internal/benchscale -n 100,1000,10000          # the README's table
+//	go run ./internal/benchscale -n 100,1000,10000          # docs/benchmarks.md's table
 //	go run ./internal/benchscale -n 100 -idle 5s -trials 5  # a quick check
 //	go run ./internal/benchscale -n100k                     # also 100,000 stores
 //	go run ./internal/benchscale -base c924f97 -n 100,1000  # and the same for an earlier commit

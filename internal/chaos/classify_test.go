@@ -255,7 +255,7 @@ func TestCheckProfileSqlite3Restore(t *testing.T) {
 // opened after restore 2 began replayed are rolled back on purpose and
 // replayed back: rows 3 and 4 (row 4 is in both diverts, incident 1's
 // first), whatever the time the divert claims for its replacement.
-// Session 7's loaded runs (seed 1, 80 cycles) counted rows like row 2 as
+// Loaded chaos runs (seed 1, 80 cycles) counted rows like row 2 as
 // replayed back ("replaced: timestamps (no wal position was recorded)",
 // incidents found at agentd's start after a kill); before this test
 // every one of rows 2-4 was.

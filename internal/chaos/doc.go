@@ -120,7 +120,7 @@
 // goal fail the run; timings on a shared machine swing, so CI leaves it off.
 //
 // One table is printed, then (-markdown, on by default) the same figures
-// as the README's Markdown table. A failed run keeps its temp directory
+// as docs/chaos.md's Markdown table. A failed run keeps its temp directory
 // (agentd logs, writer logs, acks, backups, chaos.log with the fault
 // sequence) and prints where it is.
 //

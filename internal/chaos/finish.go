@@ -304,7 +304,7 @@ func (r *run) addProfile(pr ProfileReport) {
 // for checkProfile.
 func (r *run) judgeFor(p *profile) judge {
 	if !r.incidentsRead {
-		// Session 6's interrupted runs read no incident: every backup
+		// Interrupted chaos runs read no incident: every backup
 		// looked settled and no tool noticed, so rows still on their
 		// way to a replay, and rows an incident salvaged, were counted
 		// lost (280 and 29 on seed 1).

@@ -30,7 +30,7 @@ func main() {
 	flag.IntVar(&cfg.Containers, "containers", 1, "container writers on the default profile when container-writer is selected")
 	flag.BoolVar(&cfg.Goals, "goals", false, "fail the run when issue 18's goals are missed (freeze p99, time to resolution, rolled-back rows replayed back); without it they are printed")
 	acceptance := flag.Bool("acceptance", true, "failed incidents and files left in profile directories fail the run (issue 18's acceptance); false prints them only")
-	md := flag.Bool("markdown", true, "also print the table in the README's Markdown format")
+	md := flag.Bool("markdown", true, "also print the table in the Markdown format of docs/chaos.md")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: unexpected arguments %q\n", flag.Args())

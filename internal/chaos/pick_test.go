@@ -8,7 +8,7 @@ import (
 // TestRewritesWaitForTheAgent: the tools that rewrite what live writers
 // hold where a starting agent cannot tell (the same inode, or a main
 // renamed aside) are not picked while agentd is down or still starting;
-// the restores, tar and sqlite3 .restore still are. Session 6's seed 3
+// the restores, tar and sqlite3 .restore still are. A long chaos run's seed 3
 // ran a mv-aside-copy 100 ms before agentd answered and lost p1 to
 // corruption; seed 1 a cp-inplace while a restarted agent resumed.
 func TestRewritesWaitForTheAgent(t *testing.T) {

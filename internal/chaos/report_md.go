@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// WriteMarkdown prints the run as the README's chaos table: a header
+// WriteMarkdown prints the run as docs/chaos.md's results table: a header
 // line with the command's shape, then one row per figure. Counts that
 // must be zero for a PASS are bold.
 func (r *Report) WriteMarkdown(w io.Writer) {
@@ -68,7 +68,7 @@ func selectedName(sel []string) string {
 	return s
 }
 
-// msText is a duration in the README's style: "0.24 ms", "516 ms".
+// msText is a duration in docs/chaos.md's style: "0.24 ms", "516 ms".
 func msText(d time.Duration) string {
 	switch {
 	case d == 0:
@@ -79,7 +79,7 @@ func msText(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000)
 }
 
-// secText is a duration in the README's style: "33.7 s", "60 s",
+// secText is a duration in docs/chaos.md's style: "33.7 s", "60 s",
 // "9 min 54 s".
 func secText(d time.Duration) string {
 	switch {

@@ -123,7 +123,7 @@ func TestFailReasons(t *testing.T) {
 	}
 }
 
-// TestWriteMarkdown: the README's table shape, with the verdict.
+// TestWriteMarkdown: docs/chaos.md's table shape, with the verdict.
 func TestWriteMarkdown(t *testing.T) {
 	r := &Report{Seed: 1, Profiles: 3, Guard: true, Selected: ClassicFaults, Faults: map[string]int{FaultRestoreRename: 2},
 		Incidents: map[string]int{"replaced": 2}, Acked: 100, Lost: 1, FreezeP50: 240 * time.Microsecond,

@@ -427,7 +427,7 @@ func (r *run) target(kind string) (*profile, bool) {
 		// to a name that is no role of the store, so a starting agent
 		// sees a writer of the new main's -wal, not an orphan. The
 		// writers' next checkpoint writes their frames into the copy.
-		// That measures the absence of the agent (seed 3 of session 6:
+		// That measures the absence of the agent (seed 3 of a long chaos run:
 		// a mv-aside-copy 100 ms before agentd came up left p1
 		// malformed from cycle 192; seed 1: a cp-inplace while a
 		// restarted agent resumed incidents, the default store).

@@ -325,7 +325,7 @@ func TestBackupDamage(t *testing.T) {
 }
 
 // TestCheckProfileIncidentsNotRead: a run that could not read agentd's
-// incidents (session 6's, interrupted) knows neither whether a backup was
+// incidents (an interrupted one) knows neither whether a backup was
 // taken mid-incident nor whether an incident saw a tool at work: a row
 // missing from a backup and one missing after a tool are unverifiable, not
 // lost. Through judgeFor, as the run uses it: before, both were lost (280

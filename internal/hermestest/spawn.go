@@ -37,8 +37,16 @@ type WriterOptions struct {
 	Linger           bool    // keep the connection open after Count
 	ToolEvery        int     // every Nth message is a tool call + result
 	NonDumpable      bool    // prctl(PR_SET_DUMPABLE, 0): its fds unreadable even by its own user (Linux)
-	Credential       *syscall.Credential
-	Stderr           io.Writer
+	// HermesGuards: Hermes' own guards (refuse, divert, capture at halt
+	// and close; writer/hermes_guard.go). Diverted messages are acked
+	// with ID -1.
+	HermesGuards bool
+	CapturePause bool // with HermesGuards: stop inside the capture, .partial left
+	// Redivert: with HermesGuards, the last N committed messages are
+	// diverted too at the first refusal (their rows are in both trails).
+	Redivert   int
+	Credential *syscall.Credential
+	Stderr     io.Writer
 }
 
 // Writer is a running test writer process.
@@ -119,6 +127,15 @@ func (o WriterOptions) Args() []string {
 	}
 	if o.NonDumpable {
 		args = append(args, "-nondumpable")
+	}
+	if o.HermesGuards {
+		args = append(args, "-hermes-guards")
+	}
+	if o.CapturePause {
+		args = append(args, "-hermes-capture-pause")
+	}
+	if o.Redivert > 0 {
+		args = append(args, "-hermes-redivert", strconv.Itoa(o.Redivert))
 	}
 	return args
 }

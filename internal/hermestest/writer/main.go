@@ -50,6 +50,10 @@ type options struct {
 	toolEvery       int
 	nondumpable     bool
 	vacuumInto      string
+	hermesGuards    bool
+	capturePause    bool
+	maintenance     string
+	redivert        int
 }
 
 func main() {
@@ -67,6 +71,10 @@ func main() {
 	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
 	flag.BoolVar(&o.nondumpable, "nondumpable", false, "prctl(PR_SET_DUMPABLE, 0) first: even its own user cannot read its fds (Linux)")
 	flag.StringVar(&o.vacuumInto, "vacuum-into", "", "write no message: VACUUM INTO this path (a backup taken from a process of its own) and exit")
+	flag.BoolVar(&o.hermesGuards, "hermes-guards", false, "behave like Hermes' own SessionDB guards: refuse to open next to a deleted WAL, refuse writes to a replaced store or a lost WAL generation (diverting them to sessions/<session>.jsonl, acked with id -1), capture the lost generation at halt or close")
+	flag.BoolVar(&o.capturePause, "hermes-capture-pause", false, "with -hermes-guards: stop inside the capture, after its .partial directory and an empty state.db-wal.part exist")
+	flag.IntVar(&o.redivert, "hermes-redivert", 0, "with -hermes-guards: at the first refusal also divert the last N committed messages (a commit that reported an error but reached the WAL)")
+	flag.StringVar(&o.maintenance, "maintenance", "", "write no message: run one of Hermes' maintenance operations (vacuum, journal-delete, journal-wal, restore:<backup>) and exit")
 	flag.Parse()
 	if o.db == "" {
 		fmt.Fprintln(os.Stderr, "writer: -db is required")
@@ -74,6 +82,13 @@ func main() {
 	}
 	if o.vacuumInto != "" {
 		if err := vacuumInto(o.db, o.vacuumInto); err != nil {
+			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.maintenance != "" {
+		if err := maintain(o.db, o.maintenance); err != nil {
 			fmt.Fprintf(os.Stderr, "writer: %v\n", err)
 			os.Exit(1)
 		}
@@ -94,6 +109,9 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.hermesGuards {
+		refuseOrExit(o.db)
+	}
 	db, err := sql.Open("sqlite", hermestest.DSN(o.db))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", o.db, err)
@@ -103,26 +121,26 @@ func run(ctx context.Context, o options) error {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	defer db.Close()
-
-	if o.create {
-		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
-			return err
+	var guard *hermesGuard
+	defer func() {
+		if guard == nil || guard.atClose() {
+			db.Close()
 		}
-	}
-	seq, err := lastSeq(o.ack, o.session)
+	}()
+
+	seq, err := prepare(ctx, db, o)
 	if err != nil {
 		return err
 	}
-	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
-		return fmt.Errorf("create session %s: %w", o.session, err)
+	if o.hermesGuards {
+		guard = newHermesGuard(o.db, o.capturePause)
+		guard.redivert = o.redivert
 	}
-	var ack *os.File
-	if o.ack != "" {
-		ack, err = os.OpenFile(o.ack, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("open ack file: %w", err)
-		}
+	ack, err := openAck(o.ack)
+	if err != nil {
+		return err
+	}
+	if ack != nil {
 		defer ack.Close()
 	}
 
@@ -136,25 +154,12 @@ func run(ctx context.Context, o options) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if interval > 0 {
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(d):
-				}
-			}
-			next = next.Add(interval)
+		if !waitTurn(ctx, &next, interval) {
+			return nil
 		}
 		seq++
 		ts := float64(time.Now().UnixNano()) / 1e9
-		var id int64
-		toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
-		err := retryBusy(ctx, func() error {
-			var err error
-			id, err = appendMessage(db, o.session, seq, ts, toolTurn)
-			return err
-		})
+		id, err := saveMessage(ctx, db, guard, o, seq, ts)
 		if err != nil {
 			return fmt.Errorf("append seq %d: %w", seq, err)
 		}
@@ -181,6 +186,76 @@ func run(ctx context.Context, o options) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// prepare creates the schema when asked and the session, and returns the
+// last seq already acknowledged.
+func prepare(ctx context.Context, db *sql.DB, o options) (int64, error) {
+	if o.create {
+		if err := retryBusy(ctx, func() error { return hermestest.InitSchema(db) }); err != nil {
+			return 0, err
+		}
+	}
+	seq, err := lastSeq(o.ack, o.session)
+	if err != nil {
+		return 0, err
+	}
+	if err := retryBusy(ctx, func() error { return ensureSession(db, o) }); err != nil {
+		return 0, fmt.Errorf("create session %s: %w", o.session, err)
+	}
+	return seq, nil
+}
+
+// openAck opens the ack file for appending; nil when there is none.
+func openAck(path string) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open ack file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// waitTurn paces the loop at interval (0: no pacing); false when ctx ends.
+func waitTurn(ctx context.Context, next *time.Time, interval time.Duration) bool {
+	if interval <= 0 {
+		return true
+	}
+	if d := time.Until(*next); d > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
+	*next = next.Add(interval)
+	return true
+}
+
+// saveMessage commits message seq, or, when Hermes' guard refuses the
+// write, diverts it and returns id -1: saved to the diverted transcript,
+// which agentd (or Hermes' import) replays.
+func saveMessage(ctx context.Context, db *sql.DB, guard *hermesGuard, o options, seq int64, ts float64) (int64, error) {
+	content := hermestest.MessageContent(o.session, seq)
+	if guard != nil {
+		guard.adopt()
+		if refused := guard.check(); refused != nil {
+			return -1, guard.refused(o.session, roleOf(seq), content, ts)
+		}
+	}
+	toolTurn := o.toolEvery > 0 && seq%int64(o.toolEvery) == 0
+	var id int64
+	err := retryBusy(ctx, func() error {
+		var err error
+		id, err = appendMessage(db, o.session, seq, ts, toolTurn)
+		return err
+	})
+	if err == nil && guard != nil && !toolTurn {
+		guard.committed(roleOf(seq), content, ts)
+	}
+	return id, err
 }
 
 // vacuumInto copies the store at db to dst with VACUUM INTO, as an
@@ -219,10 +294,7 @@ func appendMessage(db *sql.DB, session string, seq int64, ts float64, toolTurn b
 		_, _ = conn.ExecContext(ctx, "ROLLBACK")
 		return 0, err
 	}
-	role := "user"
-	if seq%2 == 0 {
-		role = "assistant"
-	}
+	role := roleOf(seq)
 	content := hermestest.MessageContent(session, seq)
 	var res sql.Result
 	toolCalls := 0
@@ -255,6 +327,13 @@ func appendMessage(db *sql.DB, session string, seq int64, ts float64, toolTurn b
 		return rollback(err)
 	}
 	return res.LastInsertId()
+}
+
+func roleOf(seq int64) string {
+	if seq%2 == 0 {
+		return "assistant"
+	}
+	return "user"
 }
 
 // retryBusy retries f on SQLITE_BUSY/LOCKED with jitter, like Hermes' own
