@@ -86,6 +86,13 @@ func (a *Agent) runJob(job journal.Job) {
 	} else {
 		run()
 	}
+	a.jobEnded(job, rep, err)
+}
+
+// jobEnded journals and logs how a job's run ended, and wakes its store's
+// worker: the incident may resolve now, or go on waiting.
+func (a *Agent) jobEnded(job journal.Job, rep recovery.ReplayReport, err error) {
+	w := a.worker(job.Store)
 	log := a.log.With("job", job.ID, "store", job.Store, "path", job.Path, "incident", job.IncidentID)
 	if errors.Is(err, store.ErrCheckpointHeld) && errors.Is(err, store.ErrCheckpointIncomplete) {
 		// The worker's gate held the checkpoint on purpose: the main is
@@ -118,7 +125,7 @@ func (a *Agent) runJob(job journal.Job) {
 			a.opts.Metrics.ReplayFailed()
 			log.Error("replay failed", "event", EventReplayFailed, "err", err, "attempts", j.Attempts, "state", string(j.State))
 		}
-		if w := a.worker(job.Store); w != nil {
+		if w != nil {
 			w.kick(time.Now())
 		}
 		return
@@ -136,7 +143,7 @@ func (a *Agent) runJob(job journal.Job) {
 	a.opts.Metrics.ReplayDone(rep.Appended)
 	log.Info("replay done", "event", EventReplayDone, "appended", rep.Appended, "already_present", rep.AlreadyPresent,
 		"invalid_lines", res.Invalid, "session", rep.SessionID)
-	if w := a.worker(job.Store); w != nil {
+	if w != nil {
 		w.kick(time.Now()) // the incident may resolve now
 	}
 }
