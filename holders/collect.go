@@ -59,8 +59,9 @@ func (c *collector) add(p Process, hs []holding) {
 		sort.SliceStable(files, func(a, b int) bool { return roleIndex(files[a].Role) < roleIndex(files[b].Role) })
 		q := p
 		q.Cmdline = slices.Clone(p.Cmdline)
-		q.Files = files
+		q.Files, q.ForeignFiles = splitForeign(c.w.targets[i], files)
 		q.Access = q.access()
+		q.Foreign = foreignProcess(c.w.targets[i], &q)
 		c.holders[i] = append(c.holders[i], q)
 	}
 }

@@ -123,6 +123,12 @@ type Held struct {
 	// lets a later scan (or agent, from the journal) tell it from an
 	// unrelated file that got its number once it is freed.
 	Birth int64 `json:"birth,omitempty"`
+	// Owner is the inode's owner (st_uid), -1 when not known (a lock or
+	// a mapping that could not be stat'ed).
+	Owner int `json:"owner"`
+	// Foreign says why this inode is not the store's own (foreign.go);
+	// set only on the files in Process.ForeignFiles.
+	Foreign string `json:"foreign,omitempty"`
 }
 
 func (h *Held) has(e Evidence) bool { return slices.Contains(h.Evidence, e) }
@@ -159,7 +165,19 @@ type Process struct {
 	// NSPid is its pid inside its own pid namespace, when that differs
 	// from Pid (which is always the scan's, the host's, pid).
 	NSPid int `json:"ns_pid,omitempty"`
+	// ForeignFiles are inodes it holds that sit (or sat) at the store's
+	// paths but are not the store's own (foreign.go): never counted in
+	// Files, so nothing is frozen, pinned or captured for them.
+	ForeignFiles []Held `json:"foreign_files,omitempty"`
+	// Foreign says why the agent must never signal it (another user's
+	// process holding none of SQLite's locks on the store); "" when it
+	// may be.
+	Foreign string `json:"foreign,omitempty"`
 }
+
+// MaySignal reports whether the agent may stop or end p for the store:
+// it is the store's owner's, or it holds SQLite's locks on the store.
+func (p *Process) MaySignal() bool { return p.Foreign == "" }
 
 // MayWrite reports whether p must be treated as able to write the
 // generation: Access is write or unknown.

@@ -186,7 +186,7 @@ func (s *procScanner) statFD(fdd int, fdName string, fd int, path []byte, delete
 		}
 		return observation{}, false, err
 	}
-	f := statFacts{id: fileid.FromStat(&st), nlink: uint64(st.Nlink), regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
+	f := statFacts{id: fileid.FromStat(&st), nlink: uint64(st.Nlink), owner: int(st.Uid), regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
 	if cacheable {
 		s.pathCache(pass.ns)[string(path)] = f
 	}
@@ -215,7 +215,7 @@ func (s *procScanner) observe(fd int, path []byte, f statFacts, pass fdPass) (ob
 	if !indexed && !byName && !pass.statAll {
 		return observation{}, false, nil
 	}
-	return observation{path: string(path), fd: fd, id: f.id, nlink: f.nlink, nlinkKnown: true, own: pass.own}, true, nil
+	return observation{path: string(path), fd: fd, id: f.id, nlink: f.nlink, nlinkKnown: true, owner: f.owner, ownerKnown: true, own: pass.own}, true, nil
 }
 
 // dropReused drops the observations of an inode that an earlier

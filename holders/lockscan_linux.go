@@ -74,10 +74,11 @@ func (e *scanEnv) addLockHolder(c *collector, pid int, ls []lockEntry) {
 				c.addUnexplained(r.store, fmt.Sprintf("pid %d, which this scan cannot inspect, locks only the inode %v an earlier generation's %s had; that number may since belong to another file", pid, l.id, r.role))
 				continue
 			}
-			h := Held{Role: r.role, HostPath: r.path, FD: -1, ID: l.id, Current: r.current, Match: MatchInode,
+			h := Held{Role: r.role, HostPath: r.path, FD: -1, Owner: -1, ID: l.id, Current: r.current, Match: MatchInode,
 				Evidence: []Evidence{EvidenceLock}, Access: AccessUnknown}
 			if r.current {
 				h.Nlink = e.w.stats[r.store].cur.Of(r.role).Nlink
+				h.Owner = e.w.stats[r.store].cur.Of(r.role).UID
 			}
 			// A write lock needs an fd open for writing.
 			if l.write && !l.fileOwned() {

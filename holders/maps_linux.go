@@ -190,6 +190,7 @@ func (s *procScanner) addMapping(pd int, path, vmaRange []byte, id fileid.ID, ow
 			return
 		}
 		o.id, o.nlink, o.nlinkKnown = fileid.FromStat(&st), uint64(st.Nlink), true
+		o.owner, o.ownerKnown = int(st.Uid), true
 	}
 	s.maps = append(s.maps, mapSeen{ino: id.Ino, obs: len(s.obs)})
 	s.obs = append(s.obs, o)

@@ -26,6 +26,8 @@ type observation struct {
 	nlink      uint64
 	birth      int64 // an earlier generation's inode's birth time, as verified
 	nlinkKnown bool
+	owner      int // the file's owner (st_uid), when ownerKnown
+	ownerKnown bool
 	own        bool   // seen in the scan's own mount namespace: path is the host's view
 	fdWrite    bool   // fd open O_WRONLY/O_RDWR
 	mapWrite   bool   // shared writable mapping
@@ -379,7 +381,10 @@ func (w *watch) match(obs []observation) []holding {
 // held turns an observation into the Held of one role.
 func (w *watch) held(o observation, store int, r Role, current bool, m Match, knownPath string) Held {
 	h := Held{Role: r, Path: o.path, HostPath: o.host, FD: o.fd, Mapped: o.mapped, ID: o.id, Nlink: o.nlink,
-		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead, Birth: o.birth}
+		Current: current, Match: m, FDWrite: o.fdWrite, MapWrite: o.mapWrite, Access: AccessRead, Birth: o.birth, Owner: -1}
+	if o.ownerKnown {
+		h.Owner = o.owner
+	}
 	if current {
 		h.Birth, _ = w.birthOf(o.id)
 	}
@@ -391,6 +396,9 @@ func (w *watch) held(o observation, store int, r Role, current bool, m Match, kn
 	}
 	if current && !o.nlinkKnown {
 		h.Nlink = w.stats[store].cur.Of(r).Nlink
+	}
+	if current && !o.ownerKnown {
+		h.Owner = w.stats[store].cur.Of(r).UID
 	}
 	if o.fd >= 0 {
 		h.Evidence = append(h.Evidence, EvidenceFD)
@@ -416,6 +424,9 @@ func mergeHolding(hs []holding, h holding) []holding {
 		o.held.FDWrite = o.held.FDWrite || h.held.FDWrite
 		o.held.MapWrite = o.held.MapWrite || h.held.MapWrite
 		o.held.Current = o.held.Current || h.held.Current
+		if o.held.Owner < 0 {
+			o.held.Owner = h.held.Owner
+		}
 		if h.held.FD >= 0 && (o.held.FD < 0 || h.held.FD < o.held.FD) {
 			o.held.FD = h.held.FD
 			o.held.Path = h.held.Path

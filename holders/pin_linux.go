@@ -17,14 +17,24 @@ import (
 // returned file is open the inode outlives its holder. Read it with
 // ReadAt/pread only; never open that path (or the file) with SQLite, which
 // would resolve the link text and create a new file named "... (deleted)".
-func Pin(pid, fd int, want fileid.ID) (*os.File, error) {
+func Pin(pid, fd int, want fileid.ID) (*os.File, error) { return PinAs(pid, fd, want, nil) }
+
+// PinAs is Pin whose open of the inode runs inside as (nil: plainly):
+// the caller's way to open it with the file's owner's identity
+// (store.AsOwner), so the kernel refuses a pin of a file that owner could
+// not read. Finding the inode through /proc/<pid> stays the agent's: it
+// needs the agent's access to the holder, which may be anyone's process.
+func PinAs(pid, fd int, want fileid.ID, as func(open func() error) error) (*os.File, error) {
 	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
-	return pinPath(pid, path, want)
+	return pinPath(pid, path, want, as)
 }
 
 // PinMapped pins an inode that pid only maps (no fd), through
 // /proc/<pid>/map_files/<range>. That needs CAP_SYS_ADMIN (root).
-func PinMapped(pid int, want fileid.ID) (*os.File, error) {
+func PinMapped(pid int, want fileid.ID) (*os.File, error) { return PinMappedAs(pid, want, nil) }
+
+// PinMappedAs is PinMapped with the open inside as (see PinAs).
+func PinMappedAs(pid int, want fileid.ID, as func(open func() error) error) (*os.File, error) {
 	maps := "/proc/" + strconv.Itoa(pid) + "/maps"
 	b, err := os.ReadFile(maps)
 	if err != nil {
@@ -39,7 +49,7 @@ func PinMapped(pid int, want fileid.ID) (*os.File, error) {
 		if !ok || e.Ino != want.Ino {
 			continue
 		}
-		f, err := pinPath(pid, "/proc/"+strconv.Itoa(pid)+"/map_files/"+string(e.Range), want)
+		f, err := pinPath(pid, "/proc/"+strconv.Itoa(pid)+"/map_files/"+string(e.Range), want, as)
 		if err == nil {
 			return f, nil
 		}
@@ -53,7 +63,10 @@ func PinMapped(pid int, want fileid.ID) (*os.File, error) {
 	return nil, fmt.Errorf("pid %d maps no inode %v: %w", pid, want, fileid.ErrIdentityChanged)
 }
 
-func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
+func pinPath(pid int, path string, want fileid.ID, as func(open func() error) error) (*os.File, error) {
+	if as == nil {
+		as = func(open func() error) error { return open() }
+	}
 	// The link is first opened O_PATH and checked: it may name another
 	// file than want by now (the fd was closed and reused), such as the
 	// -shm of a store the agent has SQLite connections on, and closing a
@@ -83,12 +96,19 @@ func pinPath(pid int, path string, want fileid.ID) (*os.File, error) {
 	// CAP_FOWNER may use it, so retry without. O_NOCTTY for good measure.
 	self := "/proc/self/fd/" + strconv.Itoa(pfd)
 	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY
-	fd, err := unix.Open(self, flags|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) {
-		fd, err = unix.Open(self, flags, 0)
-	}
+	fd := -1
+	err = as(func() (err error) {
+		fd, err = unix.Open(self, flags|unix.O_NOATIME, 0)
+		if errors.Is(err, unix.EPERM) {
+			fd, err = unix.Open(self, flags, 0)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pin %s: %w (pinning another user's file needs root)", path, err)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("pin %s (mode %#o, uid %d): %w (the agent opens a pin as the store's owner: a file that owner cannot read is not pinned)", path, st.Mode&0o7777, st.Uid, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

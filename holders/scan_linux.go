@@ -210,6 +210,7 @@ type procScanner struct {
 type statFacts struct {
 	id      fileid.ID
 	nlink   uint64
+	owner   int // st_uid
 	regular bool
 }
 

@@ -19,8 +19,10 @@ import (
 // Detection reads it through the guard's fds on the old generation, the
 // moment the change is seen (Opening.Cut); when the guard held nothing
 // there, the pins give it, read while the holders are still frozen. An
-// incident found at start (the change happened while no agent ran) has
-// no cut: its divert falls back to the timestamps, with replaceMargin.
+// incident found at start (the change happened while no agent ran) is
+// cut at the position the journal has from before the agent stopped,
+// when the orphans' WAL is the one it names (foundLate); without one its
+// divert falls back to the timestamps, with replaceMargin.
 // A rewritten main's cut is read by the gate (as root with fanotify) at
 // the tool's open, once the writers it froze are seen stopped
 // (Opening.Cut); else at the pins: late when the writers were frozen only
@@ -105,4 +107,17 @@ func (e *Engine) holdCheckpoint(li *live, shm *os.File) {
 	if err := h.HoldCheckpoint(shm); err != nil {
 		e.log.Warn("orphan checkpoints not held off", "incident", li.id, "err", err)
 	}
+}
+
+// foundLate sets what an incident found at start cuts by
+// (Opening.FoundLate): the change happened after o.ChangedAfter. A
+// rewritten main keeps its inode, so its ctime dates the last write, not
+// the rewrite; a replaced main's ctime is the replacement's (and is
+// later than ChangedAfter), so it stays.
+func foundLate(li *live, o Opening) {
+	if li.kind == journal.KindRewritten || li.replacedAt.Before(o.ChangedAfter) {
+		li.replacedAt = o.ChangedAfter
+	}
+	li.cutLate = false // the cut is the journaled position, exact in frames
+	li.cutWanted = o.Cut != nil && cutKind(li.kind)
 }

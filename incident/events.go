@@ -20,6 +20,9 @@ const (
 	EventDivertFailed     = "divert.failed"
 	EventReplayQueued     = "replay.queued"
 	EventIncidentResolved = "incident.resolved"
+	// EventFrozenLimit: an incident in needs_action kept its holders
+	// frozen for the frozen limit; they are resumed (error level).
+	EventFrozenLimit = "incident.frozen_limit"
 	// EventIncidentUnrecoverable: the capture could not be used; the
 	// record names what was lost and where the raw files are kept.
 	EventIncidentUnrecoverable = "incident.unrecoverable"

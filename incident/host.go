@@ -13,7 +13,9 @@ import (
 )
 
 // Host is Procs on the real host: pidfd signals, /proc pins, OFD locks.
-type Host struct{}
+// Dir is the store's directory as discovery recorded it: pins open as its
+// owner (zero: as the agent).
+type Host struct{ Dir store.DirID }
 
 func (Host) Thaw(r holders.ProcRef) error      { return holders.Thaw(r) }
 func (Host) Terminate(r holders.ProcRef) error { return holders.Terminate(r) }
@@ -33,11 +35,17 @@ func (Host) WaitGone(ctx context.Context, r holders.ProcRef) error { return hold
 
 func (Host) Writes(r holders.ProcRef, id fileid.ID) bool { return holders.Writes(r, id) }
 
-func (Host) Pin(pid int, f holders.Held) (*os.File, error) {
-	if f.FD >= 0 {
-		return holders.Pin(pid, f.FD, f.ID)
+// Pin opens the agent's fd on an orphan inode f of pid, as the store's
+// owner: root agentd never keeps open a file that owner could not read.
+func (h Host) Pin(pid int, f holders.Held) (*os.File, error) {
+	as := func(open func() error) error { return open() }
+	if !h.Dir.IsZero() {
+		as = func(open func() error) error { return store.AsOwner(h.Dir.UID, h.Dir.GID, open) }
 	}
-	return holders.PinMapped(pid, f.ID)
+	if f.FD >= 0 {
+		return holders.PinAs(pid, f.FD, f.ID, as)
+	}
+	return holders.PinMappedAs(pid, f.ID, as)
 }
 
 func (Host) LockPin(role holders.Role, f *os.File) error {
@@ -80,7 +88,10 @@ func (r Recovery) asOwner(fn func() error) error {
 // generation: while it is held no checkpoint can change the pages the
 // orphan WAL was built on.
 func (r Recovery) Snapshot(ctx context.Context, dbPath string, main *os.File, dst string) error {
-	end, err := store.BeginRead(ctx, dbPath)
+	// As the owner, as every SQLite open of the agent's on a user's store:
+	// root's connection would read what the owner may not.
+	var end func()
+	err := r.asOwner(func() (err error) { end, err = store.BeginRead(ctx, dbPath); return err })
 	if err != nil && r.Log != nil {
 		// A snapshot without it is still better than none.
 		r.Log.Warn("no read transaction on the new generation; snapshotting anyway", "subsystem", "incident",

@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -48,6 +49,12 @@ type live struct {
 	replay []recovery.DivertFile
 
 	openedAt time.Time
+	// needsSince is when it last entered needs_action (frozen_limit.go).
+	needsSince time.Time
+	// run is the step under way as journaled, and parked why its steps
+	// are not run any more (park.go).
+	run    *journal.StepRun
+	parked string
 	// replacedAt is when the generation changed at the path: a replaced
 	// incident replays only rows committed after it.
 	replacedAt time.Time
@@ -128,9 +135,27 @@ type holder struct {
 	files  []holders.Held
 	frozen bool // stopped by the agent (SIGSTOP outlives the agent)
 	// readOnly: it cannot write the orphan (holders.Process.MayWrite is
-	// false), so it is pinned and reported but never signalled, and the
-	// incident does not wait for it to exit.
+	// false) or it is another user's process the agent may not signal
+	// (foreign says why), so it is pinned and reported but never
+	// signalled, and the incident does not wait for it to exit.
 	readOnly bool
+	foreign  string
+}
+
+// neverSignalled reports whether an orphan holder is one the incident
+// pins and reports but never stops, ends or waits for.
+func neverSignalled(p *holders.Process) bool { return !p.MayWrite() || !p.MaySignal() }
+
+// foreignHolders lists the holders the agent may not signal because they
+// are another user's, each with why, for the incident's event.
+func foreignHolders(hs []holder) []string {
+	out := []string{}
+	for _, h := range hs {
+		if h.foreign != "" {
+			out = append(out, fmt.Sprintf("pid %d: %s", h.ref.Pid, h.foreign))
+		}
+	}
+	return out
 }
 
 // pin is one of the agent's read-only fds on an orphaned inode. While it

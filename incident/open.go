@@ -59,6 +59,17 @@ type Opening struct {
 	// through the guard's fds (replaced, mispaired) or by the rewrite gate
 	// at the rewriter's open (rewritten); nil when unknown.
 	Cut *store.WALCut
+	// FoundLate: the change happened while no agent ran and was found at
+	// start (supervisor/whiledown.go). It happened after ChangedAfter,
+	// the last position the journal has for the store (the Unix epoch
+	// when there is none: every row the live store lacks is replayed), and
+	// Cut, when set, is that position: frames up to it were committed
+	// before the agent stopped. No cut is read later at the pins: frames
+	// committed while no agent ran would count as rolled back.
+	FoundLate    bool
+	ChangedAfter time.Time
+	// Evidence says what showed the change (journaled with the incident).
+	Evidence string
 }
 
 // Pin is an fd the agent holds on one file of an orphaned generation.
@@ -74,7 +85,7 @@ type Pin struct {
 // their WAL at the rewrite.
 func frozenBefore(o Opening) bool {
 	for _, p := range o.Orphans {
-		if !p.MayWrite() {
+		if neverSignalled(&p) {
 			continue
 		}
 		at, ok := o.Frozen[p.Pid]
@@ -98,9 +109,15 @@ func (e *Engine) Open(o Opening) {
 		li.rewriter = &ref
 	}
 	li.cutLate = o.Kind == journal.KindRewritten && !frozenBefore(o)
+	if o.FoundLate {
+		foundLate(li, o)
+	}
 	if o.Cut != nil && li.cutWanted {
 		li.cut, li.cutSource = &recovery.FrameCut{WALCut: *o.Cut, At: li.cutTime()}, "guard"
-		if o.Kind == journal.KindRewritten {
+		switch {
+		case o.FoundLate:
+			li.cutSource = "journal" // the position journaled before the agent stopped
+		case o.Kind == journal.KindRewritten:
 			li.cutSource = "gate" // read at the rewriter's open
 		}
 	}
@@ -126,7 +143,7 @@ func (e *Engine) Open(o Opening) {
 	}
 	for _, p := range o.Orphans {
 		_, fr := o.Frozen[p.Pid]
-		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: !p.MayWrite()})
+		li.holders = append(li.holders, holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: fr, readOnly: neverSignalled(&p), foreign: p.Foreign})
 	}
 	if e.st.Kind == store.Hermes {
 		e.markHermesDiverts(li)
@@ -136,7 +153,7 @@ func (e *Engine) Open(o Opening) {
 	e.add(li)
 	e.emit(slog.LevelError, "orphaned generation under a live process", EventIncidentOpened, li,
 		"kind", string(li.kind), "policy", string(li.policy), "holders", holderPids(li.holders),
-		"read_only", readerPids(li.holders))
+		"read_only", readerPids(li.holders), "foreign", foreignHolders(li.holders))
 	seen := o.At
 	if o.SeenAt.After(seen) {
 		seen = o.SeenAt
@@ -167,10 +184,10 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	policy := "none" // nobody to release: no holder, or only read-only ones
 	var recs []journal.HolderRecord
 	for _, p := range o.Orphans {
-		if p.MayWrite() {
+		if !neverSignalled(&p) {
 			policy = string(o.Policy)
 		}
-		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: !p.MayWrite()}
+		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: neverSignalled(&p), Foreign: p.Foreign}
 		_, hr.Frozen = o.Frozen[p.Pid]
 		for _, f := range p.Files {
 			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID, Birth: f.Birth})
@@ -185,7 +202,7 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		Store: e.st.Path, Profile: e.st.Profile, Home: e.st.Home, Kind: o.Kind, State: state, Policy: policy,
 		LetsReplay: e.table[state].letsReplay,
 		Detail: journal.IncidentDetail{OldGeneration: o.Old, NewGeneration: o.New, Holders: recs, ReplacedAt: li.replacedAt,
-			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed},
+			Rewriter: rewriterRecord(o.Rewriter), RewriteConfirmed: o.RewriteConfirmed, Evidence: o.Evidence},
 	}
 	// With the cut the divert uses, as computed here: a resumed incident
 	// must divert with the same one, or the divert refuses.

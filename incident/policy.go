@@ -48,16 +48,26 @@ type PolicySet struct {
 	// caches are stale, so kill by default.
 	Rewritten Policy
 	Grace     time.Duration
+	// FrozenLimit bounds how long an incident in needs_action keeps its
+	// holders frozen (a capture that cannot be written before release);
+	// past it they are resumed, with an error event (frozen_limit.go).
+	FrozenLimit time.Duration
 }
 
 // DefaultGrace is the terminate grace period when none is set.
 const DefaultGrace = 30 * time.Second
 
+// DefaultFrozenLimit is how long needs_action keeps holders frozen when
+// no limit is set: long enough for an operator paged by incident.opened
+// to free disk space or release by hand, short enough that nobody's
+// process stays stopped for good because a capture cannot be written.
+const DefaultFrozenLimit = 10 * time.Minute
+
 // DefaultPolicies are docs/design.md's defaults, the only place they are
 // defined: the config loader fills unset entries from them and For and
 // GraceOrDefault fall back to them.
 func DefaultPolicies() PolicySet {
-	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Rewritten: PolicyKill, Grace: DefaultGrace}
+	return PolicySet{Replaced: PolicyTerminate, SidecarLost: PolicyKill, Mispaired: PolicyKill, Rewritten: PolicyKill, Grace: DefaultGrace, FrozenLimit: DefaultFrozenLimit}
 }
 
 // For returns the policy for kind k; unset entries fall back to the
@@ -80,6 +90,14 @@ func (s PolicySet) For(k journal.Kind) Policy {
 	default:
 		return pick(s.Mispaired, d.Mispaired)
 	}
+}
+
+// FrozenLimitOrDefault returns the frozen limit, default 10 minutes.
+func (s PolicySet) FrozenLimitOrDefault() time.Duration {
+	if s.FrozenLimit <= 0 {
+		return DefaultFrozenLimit
+	}
+	return s.FrozenLimit
 }
 
 // GraceOrDefault returns the terminate grace period, default 30 s.

@@ -79,7 +79,8 @@ func (e *Engine) Resume(inc journal.Incident) {
 func (e *Engine) fromJournal(inc journal.Incident) *live {
 	li := &live{id: inc.ID, kind: inc.Kind, policy: Policy(inc.Policy), state: inc.State, prev: inc.PrevState,
 		openedAt: inc.OpenedAt, replacedAt: inc.Detail.ReplacedAt, early: capture{dir: inc.Detail.CapturePath},
-		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil}
+		capDir: inc.Detail.CapturePath, quarantined: inc.Detail.Quarantined != nil,
+		needsSince: inc.Detail.NeedsActionAt, run: inc.Detail.StepRun, parked: inc.Detail.Parked}
 	li.fromRecord(inc.Detail)
 	if li.policy == "" || li.policy == "none" {
 		li.policy = e.policies().For(inc.Kind)
@@ -146,7 +147,7 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 	for _, hr := range recs {
 		ref := holders.ProcRef{Pid: hr.PID, StartTicks: hr.StartTicks}
 		if p := findPid(seen, hr.PID); p != nil && p.StartTicks == hr.StartTicks {
-			hs = append(hs, holder{ref: ref, exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly})
+			hs = append(hs, holder{ref: ref, exe: p.Exe, files: p.Files, frozen: hr.Frozen, readOnly: hr.ReadOnly, foreign: hr.Foreign})
 			continue
 		}
 		if !e.d.Procs.Alive(ref) {
@@ -154,7 +155,7 @@ func (e *Engine) findHolders(li *live, recs []journal.HolderRecord) {
 		}
 		e.log.Warn("a journaled holder lives but the scan does not show it holding the store; its journaled files are pinned",
 			"incident", li.id, "pid", hr.PID)
-		hs = append(hs, holder{ref: ref, exe: hr.Exe, files: heldFiles(hr.Files), frozen: hr.Frozen, readOnly: hr.ReadOnly})
+		hs = append(hs, holder{ref: ref, exe: hr.Exe, files: heldFiles(hr.Files), frozen: hr.Frozen, readOnly: hr.ReadOnly, foreign: hr.Foreign})
 	}
 	// The incident is listed already: Owns reads its holders from the
 	// early freeze's goroutine (a kick), under e.mu.

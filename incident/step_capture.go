@@ -62,6 +62,8 @@ func (e *Engine) stepRetry(li *live) {
 	switch {
 	case li.policy == PolicyHold:
 		li.wait = pending{why: WaitHold}
+	case e.frozenTooLong(li):
+		e.resumeFrozen(li)
 	case len(li.writers()) == 0:
 		e.releasedNone(li)
 	case e.captureEarly(li):

@@ -224,6 +224,11 @@ func (e *Engine) Release(id string, policy Policy) error {
 		return fmt.Errorf("incident %s is already %s", id, li.state)
 	}
 	li.policy, li.wait = policy, pending{}
+	if li.parked != "" {
+		li.parked, li.run = "", nil
+		e.record(li, journal.Step{Name: journal.StepNote, Detail: map[string]any{"note": "unparked by the operator's release"}},
+			func(inc *journal.Incident) { inc.Detail.Parked, inc.Detail.StepRun = "", nil })
+	}
 	e.signal(li, policy)
 	return nil
 }

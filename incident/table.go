@@ -172,10 +172,14 @@ func (e *Engine) run(li *live) {
 		if ent.terminal || ent.step == nil || !li.wait.ready(e.d.Now()) {
 			return
 		}
+		if e.stopping.Load() || !e.beginStep(li) {
+			return
+		}
 		if h := e.d.Hooks.BeforeStep; h != nil {
 			h(li.id, li.state)
 		}
-		if e.stopping.Load() {
+		if e.stopping.Load() { // Stop came while the hook held the step
+			e.endStep(li)
 			return
 		}
 		if ent.verify != nil {
@@ -186,6 +190,7 @@ func (e *Engine) run(li *live) {
 		}
 		before, began := li.state, time.Now()
 		ent.step(e, li)
+		e.endStep(li)
 		// How long each step held the store's worker: the figure behind
 		// the freeze latency of the store's next incident.
 		e.log.Debug("incident step", "incident", li.id, "state", string(before), "to", string(li.state),

@@ -81,8 +81,9 @@ func (e *Engine) needsAction(li *live, msg string) {
 	if li.state == needsAction {
 		return
 	}
+	li.needsSince = e.d.Now()
 	e.enter(li, needsAction, journal.Step{Name: journal.StepNeedsAction, Detail: map[string]any{"error": msg}},
-		func(inc *journal.Incident) { inc.Detail.Error = msg })
+		func(inc *journal.Incident) { inc.Detail.Error, inc.Detail.NeedsActionAt = msg, li.needsSince })
 }
 
 // note journals a problem that does not change the state.

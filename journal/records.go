@@ -48,6 +48,15 @@ type IncidentDetail struct {
 	Quarantined  []string      `json:"quarantined,omitempty"` // mispaired sidecars moved aside
 	DivertDir    string        `json:"divert_dir,omitempty"`
 	Error        string        `json:"error,omitempty"` // last error, for needs_action, failed and unrecoverable
+	// NeedsActionAt is when the incident last entered needs_action: what
+	// the frozen limit counts from, across restarts.
+	NeedsActionAt time.Time `json:"needs_action_at,omitzero"`
+	// StepRun is the step under way, when an agent started one and did
+	// not come back from it (SetStepRun).
+	StepRun *StepRun `json:"step_run,omitempty"`
+	// Parked says why the incident's step is not run again (two agents
+	// died in it); an operator's release clears it.
+	Parked string `json:"parked,omitempty"`
 	// Rewriter is the process that rewrote the main in place (kind
 	// rewritten): never signalled, waited for.
 	Rewriter         *HolderRecord `json:"rewriter,omitempty"`
@@ -55,7 +64,10 @@ type IncidentDetail struct {
 	// Salvage is what was read from the capture's WAL page images when its
 	// WAL fit no main, and what could not be.
 	Salvage *SalvageRecord `json:"salvage,omitempty"`
-	Extra   map[string]any `json:"extra,omitempty"`
+	// Evidence is what showed an incident found at start (a change made
+	// while no agent ran): the check that failed, or the holders found.
+	Evidence string         `json:"evidence,omitempty"`
+	Extra    map[string]any `json:"extra,omitempty"`
 
 	// What the engine holds of an incident between two steps and a
 	// resumed incident needs again; the engine writes all of it with
@@ -128,9 +140,12 @@ type HolderRecord struct {
 	Files      []HolderFile `json:"files,omitempty"`
 	Frozen     bool         `json:"frozen,omitempty"`
 	// ReadOnly: every fd and mapping it had on the orphan was read-only,
-	// so it cannot write the orphaned generation; it is pinned and
-	// reported, never signalled.
-	ReadOnly bool   `json:"read_only,omitempty"`
+	// so it cannot write the orphaned generation, or it is Foreign; it is
+	// pinned and reported, never signalled.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Foreign says why it is another user's process the agent may not
+	// signal (holders.Process.Foreign); "" for the store owner's.
+	Foreign  string `json:"foreign,omitempty"`
 	Released string `json:"released,omitempty"` // how: terminate, kill, resume, exited
 }
 

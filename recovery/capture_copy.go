@@ -45,6 +45,12 @@ var ErrSourceChanged = errors.New("source changed while it was copied")
 // The sha256 is of the bytes in the new file. On error nothing is left
 // behind.
 func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, d capDir, name string, owner Owner, allowClone bool) (c copiedFile, err error) {
+	return copyPrefixIntoDir(ctx, src, srcName, size, size, d, name, owner, allowClone)
+}
+
+// copyPrefixIntoDir is copyIntoDir of src's first keep bytes, src being
+// size bytes (what must not change while it is copied).
+func copyPrefixIntoDir(ctx context.Context, src *os.File, srcName string, size, keep int64, d capDir, name string, owner Owner, allowClone bool) (c copiedFile, err error) {
 	var dst *os.File
 	cloned := false
 	if allowClone {
@@ -63,7 +69,7 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 			_ = unix.Unlinkat(d.fd, name, 0)
 		}
 	}()
-	c = copiedFile{name: name, bytes: size, origin: "copy"}
+	c = copiedFile{name: name, bytes: keep, origin: "copy"}
 	if cloned {
 		c.origin = "reflink"
 		// No := here: the hash's error must reach the check below, or a
@@ -75,9 +81,14 @@ func copyIntoDir(ctx context.Context, src *os.File, srcName string, size int64, 
 		if st.Size != size {
 			return c, fmt.Errorf("%w: %s is %d bytes, %d when the capture began", ErrSourceChanged, srcName, st.Size, size)
 		}
-		c.sha256, c.head, err = hashRange(ctx, dst, d.join(name), size)
+		if keep < size {
+			if err := dst.Truncate(keep); err != nil {
+				return c, fmt.Errorf("cut clone %s to %d bytes: %w", d.join(name), keep, err)
+			}
+		}
+		c.sha256, c.head, err = hashRange(ctx, dst, d.join(name), keep)
 	} else {
-		c.sha256, c.head, err = copyExtents(ctx, dst, d.join(name), src, srcName, size)
+		c.sha256, c.head, err = copyExtents(ctx, dst, d.join(name), src, srcName, keep)
 	}
 	if err != nil {
 		return c, err
@@ -150,7 +161,9 @@ func copyExtents(ctx context.Context, dst *os.File, dstName string, src *os.File
 			return "", nil, fmt.Errorf("copy %s: %w", srcName, err)
 		}
 		data, end := extentAt(fd, off, size)
-		hashZeros(h, data-off)
+		if err := hashZeros(ctx, h, data-off); err != nil {
+			return "", nil, fmt.Errorf("copy %s: %w", srcName, err)
+		}
 		if data >= size {
 			break
 		}
@@ -200,12 +213,18 @@ func extentAt(fd int, off, size int64) (data, end int64) {
 
 var zeroChunk = make([]byte, captureChunk)
 
-func hashZeros(h hash.Hash, n int64) {
+// hashZeros hashes n zero bytes (a hole as it reads), stopping when ctx
+// is done: a hole can be any size.
+func hashZeros(ctx context.Context, h hash.Hash, n int64) error {
 	for n > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		k := min(n, int64(len(zeroChunk)))
 		_, _ = h.Write(zeroChunk[:k]) // a hash never returns an error
 		n -= k
 	}
+	return nil
 }
 
 // hashRange hashes the first size bytes of r.

@@ -15,6 +15,9 @@ type planFile struct {
 	src     *os.File
 	srcName string
 	size    int64
+	// keep is how many leading bytes are copied: size, or for a pinned
+	// -wal the end of its last frame anyone reads (walKeep).
+	keep int64
 	// alloc is what a copy of it takes on disk: its allocated blocks (a
 	// copy skips holes), never more than its size.
 	alloc int64
@@ -98,7 +101,7 @@ func planPinned(f *os.File, name string) (*planFile, error) {
 	if !isRegular(&st) {
 		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
-	return &planFile{src: f, srcName: name, size: st.Size, alloc: min(st.Size, allocBytes(&st)), id: fileid.FromStat(&st)}, nil
+	return &planFile{src: f, srcName: name, size: st.Size, keep: st.Size, alloc: min(st.Size, allocBytes(&st)), id: fileid.FromStat(&st)}, nil
 }
 
 // planSidecar plans the -wal or -shm: a quarantined original already in
@@ -123,8 +126,22 @@ func (r *captureRun) planSidecar(f *os.File, suffix string) (*planFile, error) {
 				return nil, fmt.Errorf("capture of %s: staging holds %s with identity %s but the pinned %s is %s: they are different generations; finish the capture in a new staging directory",
 					r.req.DBPath, r.stage.join(name), id, suffix, pinned.id)
 			}
-			return &planFile{srcName: r.stage.join(name), size: st.Size, adopt: true, id: id}, nil
+			size := st.Size
+			if suffix == "-wal" {
+				var err error
+				if size, err = r.cutAdopted(name, size); err != nil {
+					return nil, err
+				}
+			}
+			return &planFile{srcName: r.stage.join(name), size: size, keep: size, adopt: true, id: id}, nil
 		}
+	}
+	if pinned != nil && suffix == "-wal" {
+		keep, err := walKeep(r.ctx, pinned.src, pinned.srcName, pinned.size)
+		if err != nil {
+			return nil, fmt.Errorf("capture of %s: %w", r.req.DBPath, err)
+		}
+		pinned.keep, pinned.alloc = keep, min(pinned.alloc, keep)
 	}
 	return pinned, nil
 }

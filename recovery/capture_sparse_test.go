@@ -38,8 +38,8 @@ func diskBytes(t *testing.T, dir string) int64 {
 }
 
 // Attack row 7, the -wal: an orphaned WAL grown to a sparse 1 GiB is
-// captured, and privately copied for the divert, as its data extents
-// only; every acknowledged row is still in the copy.
+// captured, and privately copied for the divert, through its last frame
+// only (capture_walend.go); every acknowledged row is still in the copy.
 func TestCaptureSparseWALCopiesDataOnly(t *testing.T) {
 	gen, acks := crashedGeneration(t, 20, true)
 	if err := os.Truncate(gen+"-wal", 1<<30); err != nil {
@@ -54,8 +54,8 @@ func TestCaptureSparseWALCopiesDataOnly(t *testing.T) {
 	if got := diskBytes(t, c.Dir); got > 16<<20 {
 		t.Fatalf("capture of a sparse 1 GiB -wal takes %d bytes on disk", got)
 	}
-	if fi, err := os.Stat(filepath.Join(c.Dir, "state.db-wal")); err != nil || fi.Size() != 1<<30 {
-		t.Fatalf("captured -wal: %v, size %d, want the source's 1 GiB", err, fi.Size())
+	if fi, err := os.Stat(filepath.Join(c.Dir, "state.db-wal")); err != nil || fi.Size() >= 1<<30 {
+		t.Fatalf("captured -wal: %v, size %d, want its frames only", err, fi.Size())
 	}
 	tmp := t.TempDir()
 	copyPath, err := PrivateCopy(context.Background(), c.Dir, tmp)
@@ -132,7 +132,9 @@ func readHeadFile(t *testing.T, p string) ([]byte, error) {
 func TestCaptureDefaultBudgetIsHalfTheFreeSpace(t *testing.T) {
 	fs := mountTmpfs(t, "size=8m,mode=0700")
 	gen, _ := crashedGeneration(t, 3, true)
-	f, err := os.OpenFile(gen+"-wal", os.O_WRONLY|os.O_APPEND, 0)
+	// In the main: a capture keeps a -wal's frames only, and the main
+	// whole (under 512 MiB).
+	f, err := os.OpenFile(gen, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestCleanPrivateCopies(t *testing.T) {
 func TestCaptureBudgetCountsTheCaptureItSupersedes(t *testing.T) {
 	fs := mountTmpfs(t, "size=10m,mode=0700")
 	gen, _ := crashedGeneration(t, 3, true)
-	f, err := os.OpenFile(gen+"-wal", os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(gen, os.O_WRONLY|os.O_APPEND, 0) // the main: see above
 	if err != nil {
 		t.Fatal(err)
 	}

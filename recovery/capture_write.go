@@ -219,7 +219,7 @@ func (r *captureRun) clearInterrupted(p *capturePlan) error {
 // quarantined original already there (hashing it in place).
 func (r *captureRun) sidecar(p *planFile, name string) (copiedFile, error) {
 	if !p.adopt {
-		c, err := copyIntoDir(r.ctx, p.src, p.srcName, p.size, r.stage, name, r.owner, true)
+		c, err := copyPrefixIntoDir(r.ctx, p.src, p.srcName, p.size, p.keep, r.stage, name, r.owner, true)
 		if err == nil {
 			r.created = append(r.created, name)
 		}

@@ -63,6 +63,8 @@ type PolicyConfig struct {
 	Mispaired   Policy   `toml:"mispaired"`
 	Rewritten   Policy   `toml:"rewritten"`
 	Grace       Duration `toml:"grace"`
+	// FrozenLimit: how long needs_action may keep holders frozen.
+	FrozenLimit Duration `toml:"frozen_limit"`
 }
 
 // CaptureConfig bounds what captures may use.
@@ -245,7 +247,8 @@ func (c *Config) ApplyDefaults() {
 		c.Log.Level = "info"
 	}
 	d := incident.DefaultPolicies()
-	c.Policy.fill(PolicyConfig{Replaced: d.Replaced, SidecarLost: d.SidecarLost, Mispaired: d.Mispaired, Rewritten: d.Rewritten, Grace: Duration{D: d.Grace}})
+	c.Policy.fill(PolicyConfig{Replaced: d.Replaced, SidecarLost: d.SidecarLost, Mispaired: d.Mispaired, Rewritten: d.Rewritten, Grace: Duration{D: d.Grace},
+		FrozenLimit: Duration{D: d.FrozenLimit}})
 	for i := range c.Stores {
 		s := &c.Stores[i]
 		if s.Kind == "" {
@@ -283,6 +286,9 @@ func (p *PolicyConfig) fill(from PolicyConfig) {
 	if p.Grace.D == 0 {
 		p.Grace = from.Grace
 	}
+	if p.FrozenLimit.D == 0 {
+		p.FrozenLimit = from.FrozenLimit
+	}
 }
 
 // StoreFor returns the explicit entry for a store path, if any.
@@ -297,7 +303,7 @@ func (c *Config) StoreFor(path string) (StoreConfig, bool) {
 
 // Set is the policy config as the incident engine takes it.
 func (p PolicyConfig) Set() incident.PolicySet {
-	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Rewritten: p.Rewritten, Grace: p.Grace.D}
+	return incident.PolicySet{Replaced: p.Replaced, SidecarLost: p.SidecarLost, Mispaired: p.Mispaired, Rewritten: p.Rewritten, Grace: p.Grace.D, FrozenLimit: p.FrozenLimit.D}
 }
 
 // PolicyFor is the release policy set for the store at path: its own

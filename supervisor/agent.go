@@ -124,6 +124,7 @@ type Agent struct {
 	// refreshStores re-points it only when they change.
 	watchesSet bool
 
+	down    downState      // the look at what happened while no agent ran (whiledown_look.go)
 	intents restoreWindows // announced restores (intent.go)
 	alive   aliveTicks     // liveness ticks in flight (alive.go)
 
@@ -311,6 +312,11 @@ func (a *Agent) startWorkers(ctx context.Context) error {
 			a.addWorker(store.Store{Path: inc.Store, Profile: inc.Profile, Home: inc.Home, Kind: store.Hermes})
 		}
 	}
+	if ps, err := a.journal.WALPositions(ctx); err == nil {
+		a.loadDownPositions(ps)
+	} else {
+		a.log.Warn("journaled wal positions not read; an incident found at start is cut by time", "err", err)
+	}
 	a.fullScan()
 	return a.firstCheckAll(ctx, a.allWorkers(), time.Now())
 }
@@ -442,6 +448,7 @@ func (a *Agent) close(ctx context.Context) error {
 	}
 	errs = append(errs, a.waitOrCancel(ctx, "loops", a.wg.Wait))
 	errs = append(errs, a.waitOrCancel(ctx, "workers", a.stopWorkers))
+	a.notePositionsAtStop()
 	a.closeRewrites()
 	a.cancel()
 	if a.ctl != nil {

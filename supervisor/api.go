@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -66,6 +67,7 @@ func (a *Agent) Status(r *http.Request) (control.Status, error) {
 	}
 	problems := a.problems
 	a.mu.Unlock()
+	problems = append(slices.Clip(problems), a.downProblems()...)
 	sort.Slice(stores, func(i, j int) bool { return stores[i].Path < stores[j].Path })
 	st := control.BuildStatus(stores, problems, a.cache.Last())
 	st.Daemon = control.DaemonStatus{Running: true, PID: os.Getpid(), StartedAt: a.started.UTC(), StateDir: a.opts.StateDir, Socket: a.SocketPath()}

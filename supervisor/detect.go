@@ -18,6 +18,7 @@ import (
 // incident is opened for it.
 func (w *worker) check(at time.Time) {
 	seenAt := w.takeEventAt()
+	w.lookWhileDown()
 	w.openRewrites(nil)
 	gen, genAt := w.readGen()
 	if w.haveGen && gen.Diff(w.gen).Same() {
@@ -93,6 +94,7 @@ func (w *worker) check(at time.Time) {
 	fam := gen.IDs()
 	w.seen.Store(&fam)
 	w.recheck.Store(false)
+	defer w.notePosition()                      // last: what the check leaves at the path
 	defer w.adoptLostWALs(sr, orphans, gen, at) // after the guard is synced and what it kept is known
 	defer w.checkpointIdle(gen, sr)             // after the guard is synced: deferred calls run last first
 	defer w.guardSync(gen)
@@ -263,6 +265,8 @@ func (w *worker) confirm(sr *holders.StoreResult, frozen map[int]frozenProc) []h
 			why = "the confirming scan shows it holding no orphaned inode"
 		case !p.MayWrite():
 			why = "it holds the orphan read-only"
+		case !p.MaySignal():
+			why = "it is another user's process: " + p.Foreign
 		default:
 			continue
 		}
@@ -352,9 +356,11 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 	live := orphans[:0]
 	for i := range orphans {
 		p := &orphans[i]
-		// A read-only holder cannot write the orphan: it is pinned and
-		// reported by the incident, never signalled.
-		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() {
+		// A read-only holder cannot write the orphan, and another user's
+		// process holding none of SQLite's locks is not the store's to
+		// stop: both are pinned and reported by the incident, never
+		// signalled.
+		if _, done := frozen[p.Pid]; done || policy == incident.PolicyObserve || w.a.excluded(p) || !p.MayWrite() || !p.MaySignal() {
 			live = append(live, *p)
 			continue
 		}
@@ -380,8 +386,12 @@ func (w *worker) freezeOrphans(orphans []holders.Process, frozen map[int]frozenP
 func (w *worker) openIncident(orphans []holders.Process, kind journal.Kind, policy incident.Policy, frozen map[int]frozenProc, at, seenAt time.Time, old *journal.GenerationRecord, gen store.Generation, cut *store.WALCut) {
 	w.claimGuardWAL(orphans)
 	at2, after := frozenTimes(frozen)
-	w.engine().Open(incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
-		Old: old, New: generationRecord(gen), Cut: cut})
+	o := incident.Opening{Kind: kind, Policy: policy, Orphans: orphans, Frozen: at2, FrozenAfter: after, At: at, SeenAt: seenAt,
+		Old: old, New: generationRecord(gen), Cut: cut}
+	if found, fcut := w.foundAtStart(orphans, old != nil); found != nil {
+		o.FoundLate, o.ChangedAfter, o.Evidence, o.Cut = true, found.since, found.evidence, fcut
+	}
+	w.engine().Open(o)
 	w.stops.handOver(frozen) // the incident's now; one its journal refused it has thawed
 }
 

@@ -28,6 +28,10 @@ const (
 	// EventRewriteDetected: a process that is no connection of a store
 	// wrote into its live main (fanotify, root).
 	EventRewriteDetected = "rewrite.detected"
+	// EventDownUndecided: the look at start found a store's main changed
+	// while agentd was down but could not tell whether its live WAL still
+	// fits it (status shows it as a problem, with a check to run).
+	EventDownUndecided = "down.undecided"
 	// EventRewriteRaced: a connection's write (a checkpoint under way)
 	// landed in a main while it was being rewritten in place.
 	EventRewriteRaced = "rewrite.raced"

@@ -22,6 +22,9 @@ func (w *worker) checkForeignSidecars(ch store.Change, old, gen store.Generation
 	if !gen.WAL.Exists || gen.WAL.Size <= store.WALHeaderSize {
 		return // no frames: nothing a new opener could recover
 	}
+	if _, why := w.foreignAt(gen); why != "" {
+		return // not the store's to move into its capture (guardSync says so)
+	}
 	for _, p := range sr.Holders {
 		for _, f := range p.Files {
 			if f.Role == holders.RoleWAL {

@@ -35,7 +35,7 @@ func (w *worker) fastFreeze(gen store.Generation, frozen map[int]frozenProc, see
 	fresh := false
 	for i := range known.Holders {
 		p := &known.Holders[i]
-		if _, done := frozen[p.Pid]; done || !p.MayWrite() || len(fastStale(p, gen)) == 0 || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if _, done := frozen[p.Pid]; done || !p.MayWrite() || !p.MaySignal() || len(fastStale(p, gen)) == 0 || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if !fresh {

@@ -32,11 +32,12 @@ import (
 // workerGuard is one store's guard. g, pause and the bookkeeping belong to
 // the worker goroutine; mu guards status, which the control API reads.
 type workerGuard struct {
-	g      *holders.Guard
-	pause  *journal.GuardPause
-	loaded bool   // pause read from the journal
-	failed string // the last guard.failed logged, so a lasting failure is said once
-	retry  bool   // the last arm failed transiently: the tick tries again
+	g       *holders.Guard
+	pause   *journal.GuardPause
+	loaded  bool   // pause read from the journal
+	failed  string // the last guard.failed logged, so a lasting failure is said once
+	foreign string // the last store.foreign logged (foreignfile.go)
+	retry   bool   // the last arm failed transiently: the tick tries again
 	// retryAt is when; retryWait grows from guardRetryMin to wakeBusy, so
 	// a connection setting up a new -shm (its write lock lasts
 	// microseconds) is not left unguarded for a second, and one holding
@@ -91,6 +92,9 @@ func (w *worker) guardSync(gen store.Generation) {
 		}
 		gd.pause = nil
 		w.log.Info("guard pause over", "until", p.Until)
+	}
+	if w.refuseForeign(gen) {
+		return
 	}
 	w.guardArm(gen)
 }

@@ -169,6 +169,9 @@ type rewriteSeen struct {
 	// cut is the WAL position at the writer's open, read by the gate
 	// (nil: not gated; the incident reads it at its pins, late).
 	cut *store.WALCut
+	// found: a rewrite made while no agent ran, found at start
+	// (whiledown_look.go).
+	found *foundWhileDown
 }
 
 // rewriteState is what a worker's detection shares with modwatch's
@@ -434,7 +437,7 @@ func (w *worker) freezeWriters(known []holders.Process, writer int, seen time.Ti
 	}
 	for i := range known {
 		p := &known[i]
-		if p.Pid == writer || !p.MayWrite() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
+		if p.Pid == writer || !p.MayWrite() || !p.MaySignal() || w.owns(p.Ref()) || w.a.excluded(p) || w.restorer(p.Ref()) {
 			continue
 		}
 		if err := w.stops.stop(p.Ref()); err == nil {
@@ -559,7 +562,7 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 		switch {
 		case p.Pid == rs.writer.Pid || w.owns(p.Ref()):
 			continue
-		case !p.MayWrite() || w.a.excluded(p) || w.restorer(p.Ref()):
+		case !p.MayWrite() || !p.MaySignal() || w.a.excluded(p) || w.restorer(p.Ref()):
 			bystanders = append(bystanders, p.Ref())
 			continue
 		case forkCopy(p):
@@ -590,7 +593,11 @@ func (w *worker) openRewrite(rs rewriteSeen) {
 	if rs.writer.Pid > 0 {
 		rewriter = &rs.writer // unprivileged detection names none
 	}
-	w.engine().Open(incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, FrozenAfter: after, At: rs.at,
-		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders, Cut: rs.cut})
+	o := incident.Opening{Kind: journal.KindRewritten, Policy: policy, Orphans: writers, Frozen: at, FrozenAfter: after, At: rs.at,
+		Old: gen, New: gen, Rewriter: rewriter, RewriteConfirmed: rs.confirmed, Bystanders: bystanders, Cut: rs.cut}
+	if rs.found != nil {
+		o.FoundLate, o.ChangedAfter, o.Evidence = true, rs.found.since, rs.found.evidence
+	}
+	w.engine().Open(o)
 	w.stops.handOver(rs.frozen)
 }

@@ -261,7 +261,13 @@ func (w *StallWatch) read(ctx context.Context, st store.Store, now time.Time) (s
 		why:     make(map[stallKey]string),
 		moved:   make(map[stallKey]time.Time),
 	}
-	lv, err := st.ReadLiveness(ctx) // through the directory's handle
+	// Through the directory's handle, as its owner: root's connection
+	// would read what the owner may not.
+	var lv store.Liveness
+	err := store.AsOwner(ownerOf(st.DirID), ownerGroup(st.DirID), func() (err error) {
+		lv, err = st.ReadLiveness(ctx)
+		return err
+	})
 	if err != nil {
 		return obs, fmt.Errorf("stall check: %w", err)
 	}

@@ -76,6 +76,10 @@ type worker struct {
 
 	stallAt time.Time // the stall check's next run (zero: at once)
 
+	// down is the look at what happened while no agent ran, and the WAL
+	// position last journaled (whiledown.go).
+	down downLook
+
 	// seen is the generation's identities as of the last check, for the
 	// reconcile walker to compare with what the full scan saw at the
 	// paths; recheck asks the walker to check the store again at the next
@@ -137,7 +141,7 @@ func (w *worker) engine() *incident.Engine {
 	a, s := w.a, w.st
 	e := incident.New(a.ctx, s, incident.Deps{
 		Journal: a.journal,
-		Procs:   incident.Host{},
+		Procs:   incident.Host{Dir: s.DirID},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
 		Memory:  &a.cache,

@@ -34,6 +34,7 @@ type agentProc struct {
 	up          bool          // running and answering on the socket
 	upC         chan struct{} // closed when up becomes true
 	restartIn   time.Duration // set by kill9 for the next restart
+	wakeC       chan struct{} // ends the wait for a restart early (stopForFault)
 	killedByUs  bool
 	stopping    bool
 	incarnation int
@@ -53,7 +54,7 @@ type agentProc struct {
 }
 
 func newAgentProc(e *env, log *slog.Logger) *agentProc {
-	a := &agentProc{e: e, log: log, upC: make(chan struct{}), done: make(chan struct{})}
+	a := &agentProc{e: e, log: log, upC: make(chan struct{}), done: make(chan struct{}), wakeC: make(chan struct{}, 1)}
 	a.client = &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -100,7 +101,10 @@ func (a *agentProc) run() {
 		if !byUs {
 			a.log.Error("agentd exited by itself; restarting", "incarnation", a.incarnation, "status", code)
 		}
-		time.Sleep(delay)
+		select {
+		case <-time.After(delay):
+		case <-a.wakeC:
+		}
 	}
 }
 

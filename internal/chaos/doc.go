@@ -22,8 +22,9 @@
 // once, in an order the seed shuffles, then the choice is random, so a short
 // run still covers every kind. -faults selects kinds and presets (mixable:
 // -faults classic,cp-inplace): classic, the seven kinds of the first
-// rounds; tools, the kinds from real tools; all, both, the default
-// (DefaultPreset) and what CI runs.
+// rounds; tools, the kinds from real tools; down, three of those made
+// while agentd is stopped; all, every kind, the default (DefaultPreset)
+// and what CI runs.
 //
 // classic:
 //
@@ -63,13 +64,24 @@
 //	                        They are restarted like the others, and every other fault on the default profile
 //	                        runs under them too.
 //
-// cp-inplace, rsync-inplace, cp-inplace-rm-sidecars and mv-aside-copy run
-// only while agentd is up (it answers its socket after every store's first
-// check): done while it is down, they leave nothing a starting agent can
-// tell from a healthy store (the same inode under the live WAL; a main
-// renamed to a name that is no role of the store, its writers holding the
-// new main's -wal), and the writers' next checkpoint corrupts the copy.
-// That measures the absence of the agent, as for full-disk. The restores,
+// down (issue 30): cp-inplace-down, rsync-inplace-down and
+// mv-aside-copy-down stop agentd with SIGTERM (an upgrade, `systemctl
+// stop`: it journals every store's WAL position), run the tool of the
+// kind without -down, and start agentd again at once. The starting agent's
+// look at each store must find the change (the WAL does not fit the main,
+// or the main changed under the WAL journaled at the stop with no
+// checkpoint since; the writers hold a main renamed aside) and cut the
+// replay at the journaled position. A writer that checkpoints inside that
+// window writes its frames into the copy before any agent runs: no agent
+// can undo that, and such a cycle fails the run.
+//
+// The tool kinds themselves (cp-inplace, rsync-inplace,
+// cp-inplace-rm-sidecars, mv-aside-copy) run only while agentd is up (it
+// answers its socket after every store's first check): they measure the
+// running agent, and the down kinds the same tools while it is stopped,
+// with the stop's journaled positions (a kill-agent's restart is at a
+// random delay, in which a writer's checkpoint would corrupt the copy
+// before any agent could look). The restores,
 // tar-extract and sqlite3-restore still land while it is down: the first
 // three leave an unlinked main under its writers, which a starting agent
 // sees as an orphan; sqlite3 .restore writes through SQLite's own locks.

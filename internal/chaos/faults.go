@@ -48,10 +48,10 @@ var ToolFaults = []string{FaultCpInplace, FaultRsyncInplace, FaultMvAsideCopy, F
 	FaultTarExtract, FaultSqlite3Restore, FaultContainer}
 
 // AllFaults lists every fault kind.
-var AllFaults = append(append([]string(nil), ClassicFaults...), ToolFaults...)
+var AllFaults = append(append(append([]string(nil), ClassicFaults...), ToolFaults...), DownFaults...)
 
 // Presets name sets of fault kinds for -faults.
-var Presets = map[string][]string{"classic": ClassicFaults, "tools": ToolFaults, "all": AllFaults}
+var Presets = map[string][]string{"classic": ClassicFaults, "tools": ToolFaults, "down": DownFaults, "all": AllFaults}
 
 // DefaultPreset is what a run injects without -faults, and so what CI
 // runs: every kind, the faults from real tools included.
@@ -69,7 +69,7 @@ func ParseFaults(spec string) ([]string, error) {
 		kinds, ok := Presets[f]
 		if !ok {
 			if !slices.Contains(AllFaults, f) {
-				return nil, fmt.Errorf("unknown fault %q (want presets classic, tools, all, or kinds %s)", f, strings.Join(AllFaults, ", "))
+				return nil, fmt.Errorf("unknown fault %q (want presets classic, tools, down, all, or kinds %s)", f, strings.Join(AllFaults, ", "))
 			}
 			kinds = []string{f}
 		}
@@ -103,6 +103,8 @@ func (r *run) inject(ctx context.Context, kind string, p *profile) (string, erro
 		return r.toolFault(ctx, kind, p)
 	case FaultContainer:
 		return r.containerFault(ctx, p)
+	case FaultCpInplaceDown, FaultRsyncInplaceDown, FaultMvAsideCopyDown:
+		return r.downFault(ctx, kind, p)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
 }

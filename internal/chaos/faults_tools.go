@@ -50,6 +50,9 @@ func toolScript(kind, src, aside string) string {
 // toolNeeds is the executable a tool fault runs, to skip the fault with
 // a reason where it is not installed.
 func toolNeeds(kind string) string {
+	if base := downBase(kind); base != "" {
+		kind = base
+	}
 	switch kind {
 	case FaultRsyncInplace:
 		return "rsync"

@@ -30,8 +30,8 @@ func TestParseFaults(t *testing.T) {
 	if _, err := ParseFaults("classic,cp-in-place"); err == nil || !strings.Contains(err.Error(), "cp-in-place") {
 		t.Errorf("an unknown kind: err %v, want it named", err)
 	}
-	if len(AllFaults) != len(ClassicFaults)+len(ToolFaults) {
-		t.Errorf("AllFaults has %d kinds, want classic + tools", len(AllFaults))
+	if len(AllFaults) != len(ClassicFaults)+len(ToolFaults)+len(DownFaults) {
+		t.Errorf("AllFaults has %d kinds, want classic + tools + down", len(AllFaults))
 	}
 }
 

@@ -432,6 +432,9 @@ func (r *run) target(kind string) (*profile, bool) {
 		// malformed from cycle 192; seed 1: a cp-inplace while a
 		// restarted agent resumed incidents, the default store).
 		return r.e.profiles[r.intn(len(r.e.profiles))], r.agent.isUp()
+	case FaultCpInplaceDown, FaultRsyncInplaceDown, FaultMvAsideCopyDown:
+		// They stop agentd themselves: from an agent that is up.
+		return r.e.profiles[r.intn(len(r.e.profiles))], r.agent.isUp()
 	}
 	return r.e.profiles[r.intn(len(r.e.profiles))], true
 }

@@ -25,18 +25,22 @@ func MessageContent(session string, seq int64) string {
 
 // WriterOptions are the test writer's flags.
 type WriterOptions struct {
-	DB               string  // state.db path (required)
-	Session          string  // default "s1"
-	Source           string  // sessions.source for a created session; default "cli"
-	Rate             float64 // messages per second; 0 = as fast as it can
-	Count            int     // stop after this many; 0 = until signalled
-	Ack              string  // ack file; default <DB dir>/../ack-<session> via the caller's temp dir
-	Create           bool    // create the schema if missing
-	CheckpointEvery  int     // default 50 (Hermes); -1 disables
-	CancelLocksEvery int     // open+close state.db every N commits; 0 never
-	Linger           bool    // keep the connection open after Count
-	ToolEvery        int     // every Nth message is a tool call + result
-	NonDumpable      bool    // prctl(PR_SET_DUMPABLE, 0): its fds unreadable even by its own user (Linux)
+	DB              string  // state.db path (required)
+	Session         string  // default "s1"
+	Source          string  // sessions.source for a created session; default "cli"
+	Rate            float64 // messages per second; 0 = as fast as it can
+	Count           int     // stop after this many; 0 = until signalled
+	Ack             string  // ack file; default <DB dir>/../ack-<session> via the caller's temp dir
+	Create          bool    // create the schema if missing
+	CheckpointEvery int     // default 50 (Hermes); -1 disables
+	// AutoCheckpoint is SQLite's wal_autocheckpoint, in pages: 0 keeps
+	// SQLite's 1000, -1 turns it off (with CheckpointEvery -1, nothing
+	// of the WAL reaches the main).
+	AutoCheckpoint   int
+	CancelLocksEvery int  // open+close state.db every N commits; 0 never
+	Linger           bool // keep the connection open after Count
+	ToolEvery        int  // every Nth message is a tool call + result
+	NonDumpable      bool // prctl(PR_SET_DUMPABLE, 0): its fds unreadable even by its own user (Linux)
 	// HermesGuards: Hermes' own guards (refuse, divert, capture at halt
 	// and close; writer/hermes_guard.go). Diverted messages are acked
 	// with ID -1.
@@ -115,6 +119,12 @@ func (o WriterOptions) Args() []string {
 		args = append(args, "-checkpoint-every", "0")
 	case o.CheckpointEvery > 0:
 		args = append(args, "-checkpoint-every", strconv.Itoa(o.CheckpointEvery))
+	}
+	switch {
+	case o.AutoCheckpoint < 0:
+		args = append(args, "-autocheckpoint", "0")
+	case o.AutoCheckpoint > 0:
+		args = append(args, "-autocheckpoint", strconv.Itoa(o.AutoCheckpoint))
 	}
 	if o.CancelLocksEvery > 0 {
 		args = append(args, "-cancel-locks-every", strconv.Itoa(o.CancelLocksEvery))

@@ -45,6 +45,7 @@ type options struct {
 	ack             string
 	create          bool
 	checkpointEvery int
+	autoCheckpoint  int
 	cancelLocks     int
 	linger          bool
 	toolEvery       int
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&o.ack, "ack", "", "ack file to append acknowledged messages to")
 	flag.BoolVar(&o.create, "create", false, "create the Hermes schema if the store has none")
 	flag.IntVar(&o.checkpointEvery, "checkpoint-every", 50, "PASSIVE checkpoint every N writes; 0 never")
+	flag.IntVar(&o.autoCheckpoint, "autocheckpoint", -1, "SQLite's wal_autocheckpoint in pages; 0 never, -1 SQLite's default (1000)")
 	flag.IntVar(&o.cancelLocks, "cancel-locks-every", 0, "every N commits open and close state.db, cancelling this process's POSIX locks (the SQLite pitfall); 0 never")
 	flag.BoolVar(&o.linger, "linger", false, "after -count messages keep the connection open until signalled")
 	flag.IntVar(&o.toolEvery, "tool-every", 0, "every Nth message is an assistant tool call followed by its tool result; 0 never")
@@ -112,7 +114,11 @@ func run(ctx context.Context, o options) error {
 	if o.hermesGuards {
 		refuseOrExit(o.db)
 	}
-	db, err := sql.Open("sqlite", hermestest.DSN(o.db))
+	dsn := hermestest.DSN(o.db)
+	if o.autoCheckpoint >= 0 {
+		dsn += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", o.autoCheckpoint)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", o.db, err)
 	}
