@@ -102,11 +102,11 @@ func openGuardFileClose(path string, want fileid.ID, closeFile func(*os.File) er
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		closeFile(f)
+		_ = closeFile(f)
 		return nil, fmt.Errorf("guard: fstat %s: %w", path, err)
 	}
 	if got := fileid.Of(fi).ID; !fi.Mode().IsRegular() || got != want {
-		closeFile(f)
+		_ = closeFile(f)
 		return nil, fmt.Errorf("guard %s: inode %v, want %v: %w", path, got, want, fileid.ErrIdentityChanged)
 	}
 	return f, nil

@@ -308,14 +308,6 @@ func (w *watch) statDev(dev uint64) uint64 {
 	return dev
 }
 
-func statState(path string) (fileid.State, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileid.State{}, err
-	}
-	return fileid.Of(fi), nil
-}
-
 // splitDir splits a path at its last slash.
 func splitDir(p []byte) (dir, base []byte, ok bool) {
 	i := bytes.LastIndexByte(p, '/')
@@ -349,15 +341,6 @@ func (w *watch) candidate(p []byte) bool {
 func (w *watch) roleBase(p []byte) bool {
 	_, base, ok := splitDir(p)
 	return ok && w.roleBases[string(base)]
-}
-
-// wanted reports whether an observation could match anything: its inode
-// is indexed, or its name could make it an orphan by the name rule.
-func (w *watch) wanted(o *observation) bool {
-	if w.indexed(o.id) {
-		return true
-	}
-	return w.roleBase([]byte(o.path))
 }
 
 // match classifies obs against every store: by identity first (an inode

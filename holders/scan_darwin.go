@@ -172,11 +172,11 @@ func (s *darwinScanner) inspect(pid int) {
 	s.c.add(p, hs)
 }
 
-// StartTimeOf is the wall-clock start of a process from its StartTicks
-// (microseconds since the epoch on macOS).
-func StartTimeOf(ticks uint64) time.Time {
-	if ticks == 0 {
-		return time.Time{}
+// wanted reports whether an observation could match anything: its inode
+// is indexed, or its name could make it an orphan by the name rule.
+func (w *watch) wanted(o *observation) bool {
+	if w.indexed(o.id) {
+		return true
 	}
-	return time.UnixMicro(int64(ticks))
+	return w.roleBase([]byte(o.path))
 }

@@ -419,7 +419,3 @@ func ticksTime(ticks uint64) time.Time {
 	}
 	return bt.Add(time.Duration(ticks) * time.Second / userHZ)
 }
-
-// StartTimeOf is the wall-clock start of a process from its StartTicks
-// (ProcRef.StartTicks); zero when the boot time cannot be read.
-func StartTimeOf(ticks uint64) time.Time { return ticksTime(ticks) }

@@ -24,6 +24,3 @@ func scanAll(targets []Target, _ map[int]Process, o Options) (*Result, error) {
 func scanPids(targets []Target, _ []int, _ map[int]Process, o Options) (*Result, error) {
 	return unsupported(targets, o), nil
 }
-
-// StartTimeOf is zero: no process start times here.
-func StartTimeOf(uint64) time.Time { return time.Time{} }

@@ -5,7 +5,10 @@ package holders
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
+
+	"github.com/stateguard/stateguard/fileid"
 )
 
 // statPaths reads what is at t's paths now, by name (no directory handles
@@ -29,4 +32,12 @@ func statPaths(t Target, real realDirs) *pathStat {
 	ps.dir = dst
 	ps.real, _ = real.of(dir)
 	return ps
+}
+
+func statState(path string) (fileid.State, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileid.State{}, err
+	}
+	return fileid.Of(fi), nil
 }

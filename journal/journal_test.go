@@ -75,8 +75,8 @@ func TestJournalMigratesFromEmpty(t *testing.T) {
 	if err := j.db.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
 		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, len(ms))
 	}
-	if err := j.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil || appID != appID {
-		t.Errorf("application_id %#x (%v)", appID, err)
+	if err := j.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil || appID != applicationID {
+		t.Errorf("application_id %#x (%v), want %#x", appID, err, applicationID)
 	}
 	if err := j.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode %q (%v), want wal", mode, err)

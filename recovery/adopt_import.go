@@ -17,7 +17,7 @@ import (
 // recipient lacks it, then the donor's messages past the longest prefix
 // the recipient already holds (so a second run, or a run after the donor
 // grew, imports only what is new).
-func importLineage(ctx context.Context, rs store.Store, segs []donorSegment, rep []AdoptSegment) error {
+func importLineage(ctx context.Context, rs store.Store, segs []donorSegment, rep []AdoptSegment) (err error) {
 	var ids []string
 	for i, s := range segs {
 		if rep[i].Status == "" {
@@ -31,7 +31,9 @@ func importLineage(ctx context.Context, rs store.Store, segs []donorSegment, rep
 	if err != nil {
 		return fmt.Errorf("adopt: open recipient: %w (nothing was imported or retired)", err)
 	}
-	defer w.Close()
+	// A refused checkpoint fails the import, so no donor is retired: the
+	// donor keeps its rows until a run whose import reached the main.
+	defer closeWritable(w, "the import into "+rs.Path+" (no donor retired; run adopt again to retire them)", &err)
 	result := make([]AdoptSegment, len(rep))
 	err = w.InTx(ctx, func(tx *store.Tx) error {
 		copy(result, rep) // a retried transaction starts from the same report
@@ -198,7 +200,7 @@ func dropAbsent(m *store.Message, have map[string]bool) []string {
 // holds the write lock no writer can append between the count and the
 // retirement. A segment whose live count is ahead of the adopted copy is
 // left alone. A failure is reported per segment, not hidden.
-func retireDonors(ctx context.Context, req AdoptRequest, segs []donorSegment, rep []AdoptSegment, now time.Time) error {
+func retireDonors(ctx context.Context, req AdoptRequest, segs []donorSegment, rep []AdoptSegment, now time.Time) (err error) {
 	var ids []string
 	for i, s := range segs {
 		if rep[i].Status == SegmentAdopted {
@@ -223,7 +225,7 @@ func retireDonors(ctx context.Context, req AdoptRequest, segs []donorSegment, re
 	if err != nil {
 		return fail(err)
 	}
-	defer w.Close()
+	defer closeWritable(w, "the retirement in "+req.Donor, &err)
 	result := make([]AdoptSegment, len(rep))
 	err = w.InTx(ctx, func(tx *store.Tx) error {
 		copy(result, rep)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 
@@ -15,6 +16,10 @@ import (
 
 	"github.com/stateguard/stateguard/fileid"
 )
+
+// cloneFile is cloneOrCreate; a test replaces it to make a clone that
+// cannot be read back, which no real filesystem produces on demand.
+var cloneFile = cloneOrCreate
 
 // captureChunk is the pread size: large enough that a copy is bound by
 // the disk, small enough that a cancelled context is noticed quickly.
@@ -49,7 +54,7 @@ func copyPrefixIntoDir(ctx context.Context, src *os.File, srcName string, size, 
 	var dst *os.File
 	cloned := false
 	if allowClone {
-		dst, cloned, err = cloneOrCreate(src, d, name, owner)
+		dst, cloned, err = cloneFile(src, d, name, owner)
 	} else {
 		dst, err = d.createExcl(name, owner)
 	}
@@ -67,8 +72,10 @@ func copyPrefixIntoDir(ctx context.Context, src *os.File, srcName string, size, 
 	c = copiedFile{name: name, bytes: keep, origin: "copy"}
 	if cloned {
 		c.origin = "reflink"
-		st, err := fstatFile(dst)
-		if err != nil {
+		// No := here: the hash's error must reach the check below, or a
+		// clone that cannot be read counts as a good copy with no sha256.
+		var st unix.Stat_t
+		if st, err = fstatFile(dst); err != nil {
 			return c, fmt.Errorf("stat clone %s: %w", d.join(name), err)
 		}
 		if st.Size != size {
@@ -85,6 +92,11 @@ func copyPrefixIntoDir(ctx context.Context, src *os.File, srcName string, size, 
 	}
 	if err != nil {
 		return c, err
+	}
+	if c.sha256 == "" {
+		// Every later check compares against this sum: one that was never
+		// computed must not be recorded as if it were.
+		return c, fmt.Errorf("copy %s to %s: no sha256 was computed; the copy is not trusted", srcName, d.join(name))
 	}
 	if err := dst.Sync(); err != nil {
 		return c, fmt.Errorf("fsync %s: %w", d.join(name), err)
@@ -203,13 +215,13 @@ var zeroChunk = make([]byte, captureChunk)
 
 // hashZeros hashes n zero bytes (a hole as it reads), stopping when ctx
 // is done: a hole can be any size.
-func hashZeros(ctx context.Context, h io.Writer, n int64) error {
+func hashZeros(ctx context.Context, h hash.Hash, n int64) error {
 	for n > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		k := min(n, int64(len(zeroChunk)))
-		h.Write(zeroChunk[:k])
+		_, _ = h.Write(zeroChunk[:k]) // a hash never returns an error
 		n -= k
 	}
 	return nil

@@ -141,6 +141,12 @@ func damaged(path, what string) error {
 }
 
 func checkCaptureFile(ctx context.Context, info *CaptureInfo, path string, e manifestEntry, verify bool) error {
+	if info.Producer == "stateguard" && e.sha256 == "" && e.role != "shm" {
+		// stateguard records a sum for every file it keeps; a missing one
+		// would make the content check below (and copyVerified's) pass
+		// without looking. Hermes' own manifests may lack the main's.
+		return damaged(path, "has no sha256 in manifest.json (stateguard records one for every file it keeps), so its content cannot be verified")
+	}
 	f, err := info.open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return damaged(path, "is missing (manifest.json lists it as "+e.role+")")

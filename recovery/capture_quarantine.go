@@ -162,11 +162,17 @@ func appendQuarantineList(d capDir, name string, id fileid.ID) error {
 		return fmt.Errorf("record quarantine in %s: %w", d.path, err)
 	}
 	f := os.NewFile(uintptr(fd), d.join(quarantineList))
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "%s\t%s\n", name, id); err != nil {
-		return fmt.Errorf("record quarantine in %s: %w", d.path, err)
+	_, err = fmt.Fprintf(f, "%s\t%s\n", name, id)
+	if err == nil {
+		err = f.Sync()
 	}
-	return f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("record quarantine in %s: %w", d.join(quarantineList), err)
+	}
+	return nil
 }
 
 // holdsQuarantined reports whether d holds an original a quarantine moved in.

@@ -206,11 +206,6 @@ func (r *DivertRequest) check() error {
 	return nil
 }
 
-// DivertDir is where the divert of incidentID in a profile home goes.
-func DivertDir(profileHome, incidentID string) string {
-	return filepath.Join(profileHome, divertSessionsDir, divertRecoveredDir, incidentID)
-}
-
 // divertFileName is <session_id>.jsonl, so the file's stem is the session
 // id as Hermes derives it. An id that cannot be a file name (a slash, a
 // leading dot, control bytes, too long) gets a hashed name instead; its

@@ -123,12 +123,16 @@ func writeDivert(ctx context.Context, log *slog.Logger, recovered capDir, rep *D
 // writeDivertJSONL writes rows as JSONL into d/name (created exclusive,
 // 0600, owner), fsyncs it and checks it the way a replay reads it: every
 // line a record, none dropped or repaired.
-func writeDivertJSONL(d capDir, name string, rows []divertRow, owner Owner) (int64, string, error) {
+func writeDivertJSONL(d capDir, name string, rows []divertRow, owner Owner) (n int64, sum string, err error) {
 	f, err := d.createExcl(name, owner)
 	if err != nil {
 		return 0, "", err
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			n, sum, err = 0, "", fmt.Errorf("close %s: %w", d.join(name), cerr)
+		}
+	}()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
 	bw := bufio.NewWriterSize(cw, 256<<10)

@@ -128,16 +128,6 @@ func queryRows(ctx context.Context, q store.Querier, query string, args ...any) 
 	return out, rows.Err()
 }
 
-// ExportStore reads a session from the store at dbPath, read-only; the
-// path is resolved once (store.ResolveStore), then ExportFrom.
-func ExportStore(ctx context.Context, dbPath, sessionID string) (*Export, error) {
-	s, err := store.ResolveStore(dbPath)
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	return ExportFrom(ctx, s, sessionID)
-}
-
 // ExportFrom reads a session from the store s, read-only, opened through
 // its directory's handle (store.Store.OpenReadOnly: no symlink, the
 // directory s records).

@@ -85,22 +85,6 @@ func (d Diverted) Invalid() []LineIssue {
 // has no bound; nothing it writes comes near this.
 const maxLine = 512 << 20
 
-// ParseDivertedFile reads a diverted JSONL read-only, through one fd
-// opened without blocking and kept only for a regular file (a FIFO at the
-// name would block a plain open forever). It never modifies the file.
-func ParseDivertedFile(path string) (Diverted, error) {
-	f, _, err := openOperatorInput(path)
-	if err != nil {
-		return Diverted{}, fmt.Errorf("read diverted transcript: %w", err)
-	}
-	defer f.Close()
-	d, err := ParseDiverted(f)
-	if err != nil {
-		return d, fmt.Errorf("read diverted transcript %s: %w", path, err)
-	}
-	return d, nil
-}
-
 // ParseDiverted parses a diverted JSONL the way Hermes reads it: text
 // decoded as UTF-8 with errors="replace", lines split by universal newlines
 // (\n, \r\n and a lone \r all end a line), each line json.loads'ed; lines

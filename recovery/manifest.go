@@ -197,21 +197,11 @@ func (m *Manifest) CapturedTime() (time.Time, error) {
 // ErrManifest marks a manifest that is missing or cannot be understood.
 var ErrManifest = errors.New("capture manifest unusable")
 
-// ReadManifest reads and checks dir/manifest.json. It is lenient where
+// readManifestIn reads and checks dir/manifest.json through a handle on
+// dir, which must be the directory want records. It is lenient where
 // Hermes versions differ (missing shm, note, path generation, main mode or
 // sha256; a header-only main) and strict where a reader would be misled:
 // an unknown version or a file name that is not a plain name in dir.
-func ReadManifest(dir string) (*Manifest, error) {
-	path := filepath.Join(dir, ManifestName)
-	b, err := readFileNoFollow(path, 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w (a capture without its manifest cannot be verified; do not delete the orphan it came from)", ErrManifest, path, err)
-	}
-	return parseManifest(path, b)
-}
-
-// readManifestIn is ReadManifest through a handle on dir, which must be
-// the directory want records.
 func readManifestIn(dir string, want store.DirID) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
 	b, err := readFileIn(path, want, 1<<20)
@@ -281,18 +271,8 @@ func encodeManifest(m any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// readFileNoFollow reads a regular file of at most limit bytes without
-// following a symlink in its last component.
-func readFileNoFollow(path string, limit int64) ([]byte, error) {
-	f, err := openNoFollow(path)
-	if err != nil {
-		return nil, err
-	}
-	return readLimited(f, path, limit)
-}
-
-// readFileIn is readFileNoFollow through a handle on path's directory
-// (openInDir).
+// readFileIn reads a regular file of at most limit bytes through a
+// handle on path's directory (openInDir), following no symlink.
 func readFileIn(path string, want store.DirID, limit int64) ([]byte, error) {
 	f, err := openInDir(path, want)
 	if err != nil {

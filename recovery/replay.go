@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/stateguard/stateguard/internal/pyjson"
 	"github.com/stateguard/stateguard/store"
@@ -54,10 +52,6 @@ type ReplayOptions struct {
 	// (store.Writable.SetCheckpointGate): the daemon's worker refuses it
 	// while a foreign process has the main open for writing.
 	CheckpointGate store.CheckpointGate
-
-	// perRowCommit commits every appended row on its own, the way Hermes
-	// does; only the benchmark uses it, as the baseline.
-	perRowCommit bool
 }
 
 // ReplayReport says what a replay found and did.
@@ -96,15 +90,13 @@ func SessionIDFor(jsonlPath, id string) string {
 	return name
 }
 
-// loadDiverted reads and parses the JSONL and computes its recovery ids.
-// It only ever opens the file read-only, once (openOperatorInput).
+// loadDiverted reads and parses the operator's JSONL (Inspect) and
+// computes its recovery ids. It only ever opens the file read-only, once
+// (openOperatorInput).
 func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverted, error) {
 	sid := SessionIDFor(jsonlPath, opts.SessionID)
 	if sid == "" {
 		return "", "", Diverted{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
-	}
-	if opts.Input.set() {
-		return loadCheckedInput(jsonlPath, sid, opts.Input)
 	}
 	f, resolved, err := openOperatorInput(jsonlPath)
 	if err != nil {
@@ -122,145 +114,22 @@ func loadDiverted(jsonlPath string, opts ReplayOptions) (string, string, Diverte
 // ReplayFile opens the store at dbPath writable (see store.OpenWritable),
 // replays jsonlPath into it and closes it. The file is streamed: memory
 // does not grow with its size (replayStream).
+//
+// A replay appends the records of a diverted JSONL that the session does
+// not have yet, exactly once, by Hermes' algorithm: create the session
+// (source cli) if missing; give every record its recovery id; skip the
+// longest prefix of records already in the session, walking its rows in
+// id order with one forward-only cursor (a row with a recovery id matches
+// only that id; a legacy row matches a record with an equal finite
+// timestamp and equal role, content, tool_call_id, tool_name and
+// tool_calls); append the rest with all their fields. Unlike Hermes, the
+// whole job is one transaction: a retry never duplicates and a failure
+// never half-applies. The JSONL is only read, never modified or deleted.
 func ReplayFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	switch {
-	case opts.perRowCommit:
-		return replayFileWhole(ctx, dbPath, jsonlPath, opts)
-	case opts.Input.set():
+	if opts.Input.set() {
 		return replayFileStreaming(ctx, dbPath, jsonlPath, opts)
 	}
 	return replayOperatorFile(ctx, dbPath, jsonlPath, opts)
-}
-
-// replayFileWhole is the benchmark's baseline: the whole file parsed
-// first, then one commit per row as Hermes does.
-func replayFileWhole(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	resolved, sid, d, err := loadDiverted(jsonlPath, opts)
-	if err != nil {
-		return ReplayReport{}, err
-	}
-	open := store.OpenWritable
-	if opts.Input.set() {
-		open = func(ctx context.Context, p string) (*store.Writable, error) {
-			return openWritableChecked(ctx, p, opts.Input)
-		}
-	}
-	w, err := open(ctx, dbPath)
-	if err != nil {
-		return newReport(resolved, sid, d), fmt.Errorf("replay %s: %w", jsonlPath, err)
-	}
-	w.SetCheckpointGate(opts.CheckpointGate)
-	defer w.Close()
-	rep, err := replay(ctx, w, resolved, sid, d, opts)
-	return rep, store.Explain(w.Path(), err)
-}
-
-// Replay appends the records of a diverted JSONL that the session does not
-// have yet, exactly once, by Hermes' algorithm: create the session (source
-// cli) if missing; give every record its recovery id; skip the longest
-// prefix of records already in the session, walking its rows in id order
-// with one forward-only cursor (a row with a recovery id matches only that
-// id; a legacy row matches a record with an equal finite timestamp and
-// equal role, content, tool_call_id, tool_name and tool_calls); append the
-// rest with all their fields. Unlike Hermes, the whole job is one
-// transaction: a retry never duplicates and a failure never half-applies.
-//
-// The JSONL is only read, never modified or deleted.
-func Replay(ctx context.Context, w *store.Writable, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
-	if opts.perRowCommit {
-		resolved, sid, d, err := loadDiverted(jsonlPath, opts)
-		if err != nil {
-			return ReplayReport{}, err
-		}
-		return replay(ctx, w, resolved, sid, d, opts)
-	}
-	sid := SessionIDFor(jsonlPath, opts.SessionID)
-	if sid == "" {
-		return ReplayReport{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
-	}
-	var f *os.File
-	var resolved string
-	var err error
-	if opts.Input.set() {
-		f, err = openReplayInput(jsonlPath, opts.Input)
-		resolved = filepath.Clean(jsonlPath)
-	} else {
-		f, resolved, err = openOperatorInput(jsonlPath)
-	}
-	if err != nil {
-		return ReplayReport{}, fmt.Errorf("replay: %w", err)
-	}
-	defer f.Close()
-	return replayStream(ctx, w, f, resolved, sid, opts, lineBound(opts))
-}
-
-func newReport(resolved, sid string, d Diverted) ReplayReport {
-	return ReplayReport{Path: resolved, SessionID: sid, Lines: d.Lines, Records: len(d.Records),
-		Issues: d.Issues, Repaired: d.Repaired}
-}
-
-func replay(ctx context.Context, w *store.Writable, resolved, sid string, d Diverted, opts ReplayOptions) (ReplayReport, error) {
-	if opts.FromLine > 0 {
-		kept := d.Records[:0:0]
-		for _, r := range d.Records {
-			if r.Line >= opts.FromLine {
-				kept = append(kept, r)
-			}
-		}
-		d.Records = kept
-	}
-	rep := newReport(resolved, sid, d)
-	now := float64(time.Now().UnixNano()) / 1e9
-	var rest []Record
-	job := func(tx *store.Tx) error {
-		rep.SessionCreated, rep.AlreadyPresent, rep.Appended, rep.AppendedIDs = false, 0, 0, nil
-		created, closed, err := ensureSession(tx, sid, opts.Session)
-		if err != nil {
-			return err
-		}
-		rep.SessionCreated = created
-		dest, err := store.ReadMessages(tx.Context(), tx, sid)
-		if err != nil {
-			return err
-		}
-		rep.AlreadyPresent = alreadyPersisted(dest, d.Records)
-		rest = d.Records[rep.AlreadyPresent:]
-		if closed && len(rest) > 0 {
-			return fmt.Errorf("session %s: %w; replay into the session that continues it (--session-id)", sid, ErrCompressedSession)
-		}
-		if opts.perRowCommit {
-			return nil
-		}
-		for i, r := range rest {
-			id, err := tx.AppendMessage(recordMessage(sid, r, now+float64(i)*1e-6))
-			if err != nil {
-				return fmt.Errorf("line %d: %w", r.Line, err)
-			}
-			rep.AppendedIDs = append(rep.AppendedIDs, id)
-		}
-		rep.Appended = len(rest)
-		return nil
-	}
-	if err := w.InTx(ctx, job); err != nil {
-		return rep, fmt.Errorf("replay %s into session %s of %s: %w (nothing was written; the file is unchanged, retry is safe)",
-			resolved, sid, w.Path(), err)
-	}
-	if opts.perRowCommit {
-		for i, r := range rest {
-			err := w.InTx(ctx, func(tx *store.Tx) error {
-				id, err := tx.AppendMessage(recordMessage(sid, r, now+float64(i)*1e-6))
-				if err == nil {
-					rep.AppendedIDs = append(rep.AppendedIDs, id)
-				}
-				return err
-			})
-			if err != nil {
-				return rep, fmt.Errorf("replay %s line %d: %w", resolved, r.Line, err)
-			}
-			rep.Appended++
-		}
-	}
-	return rep, nil
 }
 
 // ensureSession creates a missing session, from the template when there

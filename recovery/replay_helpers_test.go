@@ -1,7 +1,6 @@
 package recovery
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -274,11 +273,4 @@ func rowID(t *testing.T, m store.Message) string {
 		return ""
 	}
 	return id.Str
-}
-
-func mustEqualBytes(t *testing.T, what string, a, b []byte) {
-	t.Helper()
-	if !bytes.Equal(a, b) {
-		t.Fatalf("%s changed", what)
-	}
 }

@@ -89,6 +89,13 @@ func openReplayInput(path string, in ReplayInput) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s belongs to uid %d, the profile to uid %d: not replayed (move it away, or replay it yourself with agentctl replay)", ErrUntrustedInput, path, st.Uid, owner)
 	}
+	if in.SHA256 == "" && IsDivertPath(in.ProfileDir, path) {
+		// A stateguard divert is replayed only as its divert.json's sum
+		// says; an entry without one cannot vouch for the file.
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is a stateguard divert but no sha256 was given for it (is it listed in its %s without one?): not replayed; check the file and replay it yourself with agentctl replay",
+			ErrUntrustedInput, path, DivertManifestName)
+	}
 	if in.SHA256 != "" {
 		h := sha256.New()
 		if _, err := io.Copy(h, f); err != nil {
@@ -105,24 +112,6 @@ func openReplayInput(path string, in ReplayInput) (*os.File, error) {
 		}
 	}
 	return f, nil
-}
-
-// loadCheckedInput is loadDiverted for a checked input: the path has no
-// symlink in it (it was opened without following any), so it is already
-// the resolved path that seeds the recovery ids.
-func loadCheckedInput(path, sid string, in ReplayInput) (string, string, Diverted, error) {
-	f, err := openReplayInput(path, in)
-	if err != nil {
-		return "", "", Diverted{}, fmt.Errorf("replay: %w", err)
-	}
-	defer f.Close()
-	d, err := ParseDiverted(f)
-	if err != nil {
-		return "", "", d, fmt.Errorf("read diverted transcript %s: %w", path, err)
-	}
-	resolved := filepath.Clean(path)
-	AssignRecoveryIDs(resolved, d.Records)
-	return resolved, sid, d, nil
 }
 
 // openWritableChecked opens the store for a replay on the profile's

@@ -51,10 +51,21 @@ func TestReplayInputChecks(t *testing.T) {
 	if err := os.Symlink(filepath.Dir(secret), linkedDir); err != nil {
 		t.Fatal(err)
 	}
+	// A file under sessions/recovered/ is stateguard's divert: without the
+	// sum its divert.json records, nothing vouches for it.
+	recovered := filepath.Join(sessions, divertRecoveredDir, "20261207T000000Z-abcdef")
+	if err := os.MkdirAll(recovered, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	unsummed := filepath.Join(recovered, "s4.jsonl")
+	if err := os.WriteFile(unsummed, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, path string
 		in         ReplayInput
 	}{
+		{"divert without a sha256", unsummed, ReplayInput{ProfileDir: e.dir, Dir: dirID}},
 		{"symlink at the file", link, ReplayInput{ProfileDir: e.dir, Dir: dirID}},
 		{"symlink on the way", filepath.Join(linkedDir, "secret.jsonl"), ReplayInput{ProfileDir: e.dir, Dir: dirID}},
 		{"outside the profile", secret, ReplayInput{ProfileDir: e.dir, Dir: dirID}},

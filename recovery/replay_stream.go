@@ -35,7 +35,7 @@ const maxStreamLine = 64 << 20
 //
 // The write lock is held while the file is read: a long file keeps
 // Hermes' writers waiting as long as its appends do, no longer.
-func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (rep ReplayReport, err error) {
 	sid := SessionIDFor(jsonlPath, opts.SessionID)
 	if sid == "" {
 		return ReplayReport{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
@@ -51,7 +51,7 @@ func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts Rep
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
 	w.SetCheckpointGate(opts.CheckpointGate)
-	defer w.Close()
+	defer closeWritable(w, "the replay of "+resolved, &err)
 	return replayStream(ctx, w, f, resolved, sid, opts, maxStreamLine)
 }
 
@@ -60,7 +60,7 @@ func replayFileStreaming(ctx context.Context, dbPath, jsonlPath string, opts Rep
 // symlink to it is fine, but resolved once and read only through the fd
 // opened then; streamed like the daemon's replays, with one line bounded
 // at maxLine.
-func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (ReplayReport, error) {
+func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts ReplayOptions) (rep ReplayReport, err error) {
 	sid := SessionIDFor(jsonlPath, opts.SessionID)
 	if sid == "" {
 		return ReplayReport{}, fmt.Errorf("replay %s: no session id: give one, or name the file <session_id>.jsonl", jsonlPath)
@@ -75,8 +75,8 @@ func replayOperatorFile(ctx context.Context, dbPath, jsonlPath string, opts Repl
 		return ReplayReport{Path: resolved, SessionID: sid}, fmt.Errorf("replay %s: %w", jsonlPath, err)
 	}
 	w.SetCheckpointGate(opts.CheckpointGate)
-	defer w.Close()
-	rep, err := replayStream(ctx, w, f, resolved, sid, opts, maxLine)
+	defer closeWritable(w, "the replay of "+resolved, &err)
+	rep, err = replayStream(ctx, w, f, resolved, sid, opts, maxLine)
 	return rep, store.Explain(w.Path(), err)
 }
 
@@ -97,15 +97,6 @@ func openOperatorInput(path string) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("replay: diverted transcript: %w (hint: check that this user may read it)", err)
 	}
 	return f, resolved, nil
-}
-
-// lineBound is the longest line a replay reads: the daemon's bound for a
-// checked input, else the operator's.
-func lineBound(opts ReplayOptions) int {
-	if opts.Input.set() {
-		return maxStreamLine
-	}
-	return maxLine
 }
 
 func replayStream(ctx context.Context, w *store.Writable, f *os.File, resolved, sid string, opts ReplayOptions, lineMax int) (ReplayReport, error) {

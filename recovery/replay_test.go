@@ -150,16 +150,19 @@ func TestReplayFailureMidJobAndRetry(t *testing.T) {
 	}
 	e.expectRows("s1", want...)
 
-	// The Hermes way dies after three commits; our retry finishes the job.
-	inject()
-	rep, err := Replay(context.Background(), e.w, p, ReplayOptions{SessionID: "perrow", perRowCommit: true})
-	if err == nil || rep.Appended != 3 {
-		t.Fatalf("per-row run: appended %d, err %v", rep.Appended, err)
+	// A Hermes-style run (one commit per row) that died after three rows
+	// left the file's first three records, with their recovery ids; the
+	// replay finds them and appends only the rest. The same path with only
+	// those lines gives those ids: they chain from the path and the
+	// records before.
+	part := e.writeJSONL("perrow.jsonl", lines[:3]...)
+	if rep, err := Replay(context.Background(), e.w, part, ReplayOptions{}); err != nil || rep.Appended != 3 {
+		t.Fatalf("the first three rows: %+v %v", rep, err)
 	}
-	heal()
-	rep = e.replayTwice(p, ReplayOptions{SessionID: "perrow"})
+	e.writeJSONL("perrow.jsonl", lines...)
+	rep := e.replayTwice(part, ReplayOptions{})
 	if rep.AlreadyPresent != 3 || rep.Appended != 3 {
-		t.Fatalf("retry after a per-row failure: %+v", rep)
+		t.Fatalf("replay after a per-row run died half way: %+v", rep)
 	}
 	e.expectRows("perrow", want...)
 	e.checkStore("perrow")

@@ -311,7 +311,7 @@ func stepAll(b *sqliteBackup) error {
 	for {
 		more, err := b.Step(-1)
 		if err != nil {
-			b.Finish()
+			_ = b.Finish() // the step's error is the one to report
 			return err
 		}
 		if !more {

@@ -3,7 +3,6 @@
 package recovery
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -133,13 +132,6 @@ func fileBytes(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func sameBytes(t *testing.T, a, b string) {
-	t.Helper()
-	if !bytes.Equal(fileBytes(t, a), fileBytes(t, b)) {
-		t.Fatalf("%s and %s differ", a, b)
-	}
 }
 
 // emptyDir fails when dir holds anything.

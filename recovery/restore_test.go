@@ -420,7 +420,9 @@ func TestRestoreTargetChangedSincePlan(t *testing.T) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		// The whole generation, so the test does not mispair it.
 		if err := os.Rename(other+suffix, db+suffix); os.IsNotExist(err) {
-			err = os.Remove(db + suffix)
+			if err := os.Remove(db + suffix); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
 		} else if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,8 @@ type Checkpoint struct {
 	// what it could, as a PASSIVE checkpoint does.
 	Done bool
 	// Frames and Backfilled are SQLite's counts after the checkpoint
-	// (both 0 once the WAL is truncated).
+	// (both 0 once the WAL is truncated, both -1 when it could not start:
+	// another connection was checkpointing).
 	Frames, Backfilled int
 }
 
@@ -40,13 +41,17 @@ func TruncateCheckpoint(ctx context.Context, c *sql.Conn, restoreMS int) (Checkp
 	if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", restoreMS))
+	defer func() {
+		// A failure leaves the connection never waiting on a lock, which
+		// its callers' own retries (Writable.begin) already cover.
+		_, _ = c.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", restoreMS))
+	}()
 	var busy int
 	var cp Checkpoint
 	err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &cp.Frames, &cp.Backfilled)
 	if err != nil {
 		if IsBusy(err) {
-			return cp, nil
+			return Checkpoint{Frames: -1, Backfilled: -1}, nil
 		}
 		return cp, fmt.Errorf("wal_checkpoint(TRUNCATE): %w", err)
 	}

@@ -116,7 +116,7 @@ func OpenSQLiteIn[T interface{ Close() error }](dir string, want DirID, name str
 		err = sqliteOpened(v, path)
 	}
 	if err != nil {
-		v.Close()
+		_ = v.Close() // nothing was written: the open's error is the one to report
 		return zero, fmt.Errorf("open %s: %w; nothing was written", path, err)
 	}
 	return v, nil

@@ -2,7 +2,4 @@
 
 package store
 
-// noFollowFlags: the Lstat checks before each open are all there is here.
-const noFollowFlags = 0
-
 func isLoop(error) bool { return false }

@@ -51,7 +51,9 @@ type Writable struct {
 	dirty       bool // committed since the last complete checkpoint
 	gate        CheckpointGate
 	retryBudget time.Duration
+	closeBudget time.Duration     // Close's retries of a refused final checkpoint
 	onBusy      func(attempt int) // test hook: called before each busy backoff
+	onRefused   func(attempt int) // test hook: called after each refused final checkpoint
 }
 
 // OpenWritable opens the Hermes store at path for writing. It refuses a
@@ -85,9 +87,9 @@ func OpenWritable(ctx context.Context, path string) (*Writable, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	w := &Writable{path: abs, db: db, retryBudget: busyRetryBudget}
+	w := &Writable{path: abs, db: db, retryBudget: busyRetryBudget, closeBudget: closeCheckpointBudget}
 	if err := w.init(ctx); err != nil {
-		w.Close()
+		_ = w.Close() // nothing was written: the init error is the one to report
 		return nil, Explain(abs, err)
 	}
 	return w, nil
@@ -166,29 +168,6 @@ func (w *Writable) mainFile(ctx context.Context) (string, error) {
 
 // Path is the store's absolute path.
 func (w *Writable) Path() string { return w.path }
-
-// Close checkpoints what this connection committed (see Checkpoint; best
-// effort) and closes the connection. PERSIST_WAL keeps -wal and -shm in
-// place.
-func (w *Writable) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var err error
-	if w.conn != nil {
-		if w.dirty {
-			_, _ = w.checkpointLocked(context.Background())
-		}
-		err = w.conn.Close()
-		w.conn = nil
-	}
-	if cerr := w.db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("close %s: %w", w.path, err)
-	}
-	return nil
-}
 
 // Checkpoint copies the WAL into the main file and truncates it
 // (TruncateCheckpoint: it never waits for another connection). Every

@@ -47,7 +47,7 @@ func (w *worker) check(at time.Time) {
 		// the sidecars, often from separate commands): classify what
 		// it leaves, not the instant between two of its steps. The
 		// orphans are already stopped, so waiting costs no data.
-		gen, genAt = w.settle(gen, frozen)
+		gen, genAt = w.settle(frozen)
 		changed = w.haveGen && !gen.Diff(w.gen).Same()
 		w.armOnOpen(gen) // the -shm comes just after the -wal
 		if cut == nil {
@@ -381,15 +381,14 @@ const (
 // settleQuiet and returns the generation then. A change that arrives while
 // it waits (a restore right after a writer created its sidecars) still
 // gets the fast-path freeze at once.
-func (w *worker) settle(gen store.Generation, frozen map[int]frozenProc) (store.Generation, time.Time) {
+func (w *worker) settle(frozen map[int]frozenProc) (store.Generation, time.Time) {
 	deadline := time.Now().Add(settleMax)
 	for {
 		quiet := time.NewTimer(min(settleQuiet, time.Until(deadline)))
 		select {
 		case kicked := <-w.kickC:
 			quiet.Stop()
-			var at time.Time
-			gen, at = w.readGen()
+			gen, at := w.readGen()
 			if w.haveGen && gen.Diff(w.gen).Same() {
 				w.unchangedAt = at
 			}

@@ -12,12 +12,19 @@ const (
 	EventGenerationChanged = "generation.changed"
 	EventReplayDone        = "replay.done"
 	EventReplayFailed      = "replay.failed"
-	EventScanUnknown       = "scan.unknown"
-	EventHolderThawed      = "holder.thawed"
-	EventGuardArmed        = "guard.armed"
-	EventGuardReleased     = "guard.released"
-	EventGuardPaused       = "guard.paused"
-	EventGuardFailed       = "guard.failed"
+	// EventReplayUncheckpointed: a replay committed its rows but its
+	// final checkpoint was refused, so they are only in the store's
+	// -wal. Refused by another connection: the job runs again (the rows
+	// are not appended twice) and checkpoints then. Held by the worker's
+	// gate (the main open for writing by a process that is no
+	// connection): the job is done and the idle checkpoint copies them.
+	EventReplayUncheckpointed = "replay.uncheckpointed"
+	EventScanUnknown          = "scan.unknown"
+	EventHolderThawed         = "holder.thawed"
+	EventGuardArmed           = "guard.armed"
+	EventGuardReleased        = "guard.released"
+	EventGuardPaused          = "guard.paused"
+	EventGuardFailed          = "guard.failed"
 	// EventRewriteDetected: a process that is no connection of a store
 	// wrote into its live main (fanotify, root).
 	EventRewriteDetected = "rewrite.detected"

@@ -86,19 +86,46 @@ func (a *Agent) runJob(job journal.Job) {
 	} else {
 		run()
 	}
+	a.jobEnded(job, rep, err)
+}
+
+// jobEnded journals and logs how a job's run ended, and wakes its store's
+// worker: the incident may resolve now, or go on waiting.
+func (a *Agent) jobEnded(job journal.Job, rep recovery.ReplayReport, err error) {
+	w := a.worker(job.Store)
 	log := a.log.With("job", job.ID, "store", job.Store, "path", job.Path, "incident", job.IncidentID)
+	if errors.Is(err, store.ErrCheckpointHeld) && errors.Is(err, store.ErrCheckpointIncomplete) {
+		// The worker's gate held the checkpoint on purpose: the main is
+		// open for writing by a process that is no connection, and the
+		// rows stay in the -wal the incident keeps. Running the job again
+		// would meet the same gate; the worker's idle checkpoint, which
+		// asks it too, copies them once the writer is gone.
+		log.Warn("replay committed; its checkpoint is held while the main is open for writing by another process, and runs at the store's idle checkpoint",
+			"event", EventReplayUncheckpointed, "err", err, "appended", rep.Appended)
+		if w != nil {
+			w.recheck.Store(true)
+		}
+		err = nil
+	}
 	if err != nil {
 		j, ferr := a.journal.FailJob(context.Background(), job.ID, time.Now(), err, replayBackoff)
 		if ferr != nil {
 			log.Error("journal job failure", "err", ferr)
 		}
-		if errors.Is(err, journal.ErrNotYet) {
+		switch {
+		case errors.Is(err, store.ErrCheckpointIncomplete) && j.State != journal.JobFailed:
+			// Not a failed replay: its rows are committed. The job's retry
+			// finds them present, appends nothing, and its close tries
+			// the checkpoint again.
+			log.Warn("replay committed, but its rows are only in the store's -wal (the checkpoint was refused); the job runs again to checkpoint them",
+				"event", EventReplayUncheckpointed, "err", err, "appended", rep.Appended, "attempts", j.Attempts, "state", string(j.State))
+		case errors.Is(err, journal.ErrNotYet):
 			log.Warn("replay waits", "err", err)
-		} else {
+		default:
 			a.opts.Metrics.ReplayFailed()
 			log.Error("replay failed", "event", EventReplayFailed, "err", err, "attempts", j.Attempts, "state", string(j.State))
 		}
-		if w := a.worker(job.Store); w != nil {
+		if w != nil {
 			w.kick(time.Now())
 		}
 		return
@@ -116,7 +143,7 @@ func (a *Agent) runJob(job journal.Job) {
 	a.opts.Metrics.ReplayDone(rep.Appended)
 	log.Info("replay done", "event", EventReplayDone, "appended", rep.Appended, "already_present", rep.AlreadyPresent,
 		"invalid_lines", res.Invalid, "session", rep.SessionID)
-	if w := a.worker(job.Store); w != nil {
+	if w != nil {
 		w.kick(time.Now()) // the incident may resolve now
 	}
 }

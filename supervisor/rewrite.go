@@ -363,7 +363,8 @@ const walHeaderBytes = 32
 // incident.
 func (w *worker) openRewrites(held map[int]frozenProc) {
 	w.rws.inspecting.Lock()
-	w.rws.inspecting.Unlock() //nolint:staticcheck // only waits for an inspection in flight
+	//lint:ignore SA2001 the empty section only waits for an inspection in flight
+	w.rws.inspecting.Unlock()
 	w.rws.mu.Lock()
 	seen := w.rws.pending
 	w.rws.pending = nil

@@ -46,7 +46,7 @@ func AcquireLock(stateDir string) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %s is held by %s; stop that agentd first, or give this one another state directory", ErrAlreadyRunning, path, holder)
 	}
 	if err := writeLockPid(f); err != nil {
-		unlock(f)
+		_ = unlock(f) // the pid write's error is the one to report; the close drops the lock anyway
 		f.Close()
 		return nil, fmt.Errorf("write pid to lock %s: %w", path, err)
 	}

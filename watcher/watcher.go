@@ -82,9 +82,6 @@ type Watcher struct {
 // unwatched (or, with unwatched=0, they are all watched again).
 const EventWatchLimit = "watch.limit"
 
-// Limit is the kernel's watch limit per user, 0 when unknown (not Linux).
-func Limit() int { return watchLimit() }
-
 // stats are read by tests to wait on what the loop has seen.
 type stats struct {
 	raw    atomic.Int64 // raw fsnotify events read

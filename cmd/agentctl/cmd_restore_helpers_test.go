@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -169,17 +168,4 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 			t.Fatalf("%s lacks %q:\n%s", what, sub, s)
 		}
 	}
-}
-
-func sameFile(t *testing.T, a, b string) bool {
-	t.Helper()
-	x, err := os.ReadFile(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := os.ReadFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Equal(x, y)
 }

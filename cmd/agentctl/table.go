@@ -26,8 +26,6 @@ func (t *table) row(cells ...string) {
 	t.rows = append(t.rows, cells)
 }
 
-func (t *table) len() int { return len(t.rows) }
-
 func (t *table) write(w io.Writer) error {
 	n := len(t.header)
 	for _, r := range t.rows {

@@ -106,7 +106,8 @@ func (k *keepalive) run(ctx context.Context) {
 func (k *keepalive) probeOnce(ctx context.Context) error {
 	if k.pending != nil {
 		select {
-		case <-k.pending: // the stuck one returned at last; start afresh
+		case stale := <-k.pending: // the stuck one returned at last; start afresh
+			_ = stale // its verdict is about a moment long past
 			k.pending = nil
 		default:
 			return errProbeStuck

@@ -57,7 +57,9 @@ func (p *profiler) stopCPU() {
 		return
 	}
 	pprof.StopCPUProfile()
-	p.cpu.Close()
+	if err := p.cpu.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentd: %s: %v\n", profileDirEnv, err)
+	}
 	p.cpu = nil
 }
 
@@ -75,15 +77,25 @@ func (p *profiler) stopping() {
 	p.stopCPU()
 	runtime.GC() // the heap profile shows live objects as of the last GC
 	if f, err := os.Create(filepath.Join(p.dir, "heap.pprof")); err == nil {
-		_ = pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
+		err := pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agentd: %s: heap.pprof: %v\n", profileDirEnv, err)
+		}
 	}
 	if f, err := os.Create(filepath.Join(p.dir, "goroutines.txt")); err == nil {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		fmt.Fprintf(f, "goroutines: %d\nheap in use: %d KiB, stacks in use: %d KiB, from the OS: %d KiB, allocated in all: %d KiB, GCs: %d\n",
 			runtime.NumGoroutine(), m.HeapInuse>>10, m.StackInuse>>10, m.Sys>>10, m.TotalAlloc>>10, m.NumGC)
-		_ = pprof.Lookup("goroutine").WriteTo(f, 1)
-		f.Close()
+		err := pprof.Lookup("goroutine").WriteTo(f, 1)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agentd: %s: goroutines.txt: %v\n", profileDirEnv, err)
+		}
 	}
 }

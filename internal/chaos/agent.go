@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -377,8 +376,6 @@ func terminalIncident(state string) bool { return state == "resolved" || givenUp
 func givenUp(state string) bool { return state == "failed" || state == "unrecoverable" }
 
 func pendingJob(state string) bool { return state == "queued" || state == "running" }
-
-var errAgentDown = errors.New("agentd is not running")
 
 // upAfter is the first moment at or after t when agentd was up: t itself
 // when it was up then, the next start when it was down, t when it never

@@ -62,15 +62,6 @@ type restore struct {
 	Command  string // the operator's command line, for tool faults
 }
 
-func (p *profile) lastRestore() (restore, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.restores) == 0 {
-		return restore{}, false
-	}
-	return p.restores[len(p.restores)-1], true
-}
-
 func (p *profile) allRestores() []restore {
 	p.mu.Lock()
 	defer p.mu.Unlock()

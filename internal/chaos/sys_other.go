@@ -2,7 +2,14 @@
 
 package main
 
-import "errors"
+import (
+	"errors"
+	"runtime"
+)
+
+// errNoProcState is what the process and fd checks say where they cannot
+// look: "unknown", never "clear".
+var errNoProcState = errors.New("not checked on " + runtime.GOOS + ": needs Linux /proc")
 
 func mountTmpfs(dir, size string) error {
 	return errors.New("tmpfs mounts for the full-disk fault are Linux-only here")

@@ -110,7 +110,8 @@ func bashComplete(t *testing.T, line string) []string {
 	f := filepath.Join(t.TempDir(), "agentctl.bash")
 	os.WriteFile(f, script(t, "bash"), 0o644)
 	// Split as readline does with the default COMP_WORDBREAKS: spaces,
-	// and "=" as a word of its own.
+	// and "=" as a word of its own ("--profile=" ends in the "=" word
+	// itself).
 	var words []string
 	for _, w := range strings.Split(line, " ") {
 		if i := strings.Index(w, "="); i > 0 && strings.HasPrefix(w, "-") {
@@ -121,9 +122,6 @@ func bashComplete(t *testing.T, line string) []string {
 			continue
 		}
 		words = append(words, w)
-	}
-	if strings.HasSuffix(line, "=") {
-		// "--profile=" ends in the "=" word itself.
 	}
 	var quoted []string
 	for _, w := range words {
