@@ -92,7 +92,10 @@ func checkFrameCut(t *testing.T, a *Agent, db string, w *hermestest.Writer, sour
 	if inc.State != journal.StateResolved || inc.Kind != journal.KindMispaired {
 		t.Fatalf("incident %s: kind %s state %s error %q", inc.ID, inc.Kind, inc.State, inc.Detail.Error)
 	}
-	if c := inc.Detail.WALCut; c == nil || c.Source != source || c.Frame == 0 {
+	// Frame 0 is a real position: the writer's checkpoint may have reset
+	// its WAL just before the rename (seen under -race), and then every
+	// row it had committed is in the main the restore replaced.
+	if c := inc.Detail.WALCut; c == nil || c.Source != source || (c.Frame == 0 && c.Salt1 == 0 && c.Salt2 == 0) {
 		t.Fatalf("incident %s journaled wal cut %+v; want one read by the %s", inc.ID, c, source)
 	}
 	rep, err := recovery.ReadDivert(inc.Detail.DivertDir)

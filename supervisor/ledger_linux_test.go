@@ -42,6 +42,16 @@ func TestThawLeavesAnotherPathsStop(t *testing.T) {
 			return
 		}
 		ref = f.ref
+	}); err != nil || t.Failed() {
+		t.Fatal(err)
+	}
+	// SIGSTOP takes effect when the target next runs, SIGCONT at once in
+	// kill(2): see it stopped before the check's claim is given back, so
+	// the state read after the release shows whether a SIGCONT went out.
+	hermestest.Eventually(t, "the gate's stop to take effect", 5*time.Second, func() bool {
+		return hermestest.StateOf(w.Pid) == 'T'
+	})
+	if err := wk.do(context.Background(), func() {
 		check := map[int]frozenProc{}
 		if err := wk.stops.stop(ref); err != nil {
 			t.Error(err)
