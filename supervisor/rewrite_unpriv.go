@@ -82,19 +82,7 @@ func (w *worker) unattributedWrite(ev modwatch.Event) {
 	}
 	known, _ := w.a.cache.Known(w.target)
 	frozen := w.freezeWriters(known.Holders, 0, ev.At)
-	w.rws.mu.Lock()
-	if w.rws.active == nil {
-		w.rws.active = map[int]bool{}
-	}
-	w.rws.active[0] = true
-	if w.rws.stopped == nil {
-		w.rws.stopped = map[int]bool{}
-	}
-	for pid := range frozen {
-		w.rws.stopped[pid] = true
-	}
-	w.rws.pending = append(w.rws.pending, rewriteSeen{at: ev.At, frozen: frozen, confirmed: true})
-	w.rws.mu.Unlock()
+	w.pendRewrite(rewriteSeen{at: ev.At, frozen: frozen, confirmed: true}) // writer pid 0: none named
 	w.log.Warn("the live main was written as no connection of the store writes it", "event", EventRewriteDetected,
 		"pid", 0, "frozen", len(frozen), "confirmed", true, "evidence", why)
 	// Recorded and kicked before the yield: a replay that registers after

@@ -165,19 +165,7 @@ func (w *worker) rewrittenWhileDown(evidence string, fit store.WALFit, rec journ
 	}
 	w.log.Warn("the live WAL does not fit the main: rewritten while agentd was down", "event", EventRewriteDetected,
 		"pid", 0, "frozen", len(frozen), "confirmed", true, "evidence", evidence, "wal", fit.Cut.String())
-	w.rws.mu.Lock()
-	if w.rws.active == nil {
-		w.rws.active = map[int]bool{}
-	}
-	w.rws.active[0] = true
-	if w.rws.stopped == nil {
-		w.rws.stopped = map[int]bool{}
-	}
-	for pid := range frozen {
-		w.rws.stopped[pid] = true
-	}
-	w.rws.pending = append(w.rws.pending, rewriteSeen{at: now, frozen: frozen, confirmed: true, cut: cut, found: found})
-	w.rws.mu.Unlock()
+	w.pendRewrite(rewriteSeen{at: now, frozen: frozen, confirmed: true, cut: cut, found: found}) // writer pid 0: none named
 }
 
 // foundWhileDown is what a rewrite found at start tells its incident.
