@@ -21,6 +21,7 @@ type WALPosition struct {
 	MainSize    int64     `json:"main_size"`
 	MainCounter uint32    `json:"main_counter"` // the main header's change counter
 	MainPage1   uint64    `json:"main_page1"`   // a hash of the main's page 1 (FNV-1a)
+	MainBirth   int64     `json:"main_birth"`   // statx btime, ns; 0 when unknown
 	WAL         fileid.ID `json:"wal"`
 	Salt1       uint32    `json:"salt1"`
 	Salt2       uint32    `json:"salt2"`
@@ -42,9 +43,9 @@ func (j *Journal) RecordWALPositions(ctx context.Context, ps ...WALPosition) err
 	err := j.write(ctx, func(tx *sql.Tx) error {
 		for _, p := range ps {
 			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO wal_positions
-				(store, main_dev, main_ino, main_size, main_counter, main_page1, wal_dev, wal_ino, salt1, salt2, frame, backfilled, at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				p.Store, int64(p.Main.Dev), int64(p.Main.Ino), p.MainSize, p.MainCounter, int64(p.MainPage1), int64(p.WAL.Dev), int64(p.WAL.Ino),
+				(store, main_dev, main_ino, main_size, main_counter, main_page1, main_birth, wal_dev, wal_ino, salt1, salt2, frame, backfilled, at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				p.Store, int64(p.Main.Dev), int64(p.Main.Ino), p.MainSize, p.MainCounter, int64(p.MainPage1), p.MainBirth, int64(p.WAL.Dev), int64(p.WAL.Ino),
 				p.Salt1, p.Salt2, p.Frame, p.Backfilled, toNanos(p.At)); err != nil {
 				return fmt.Errorf("%s: %w", p.Store, err)
 			}
@@ -59,7 +60,7 @@ func (j *Journal) RecordWALPositions(ctx context.Context, ps ...WALPosition) err
 
 // WALPositions returns every store's last recorded position, by store.
 func (j *Journal) WALPositions(ctx context.Context) (map[string]WALPosition, error) {
-	ps, err := queryAll(ctx, j, "wal positions", scanWALPosition, `SELECT store, main_dev, main_ino, main_size, main_counter, main_page1,
+	ps, err := queryAll(ctx, j, "wal positions", scanWALPosition, `SELECT store, main_dev, main_ino, main_size, main_counter, main_page1, main_birth,
 		wal_dev, wal_ino, salt1, salt2, frame, backfilled, at FROM wal_positions`)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (j *Journal) WALPositions(ctx context.Context) (map[string]WALPosition, err
 func scanWALPosition(r rowScanner) (WALPosition, error) {
 	var p WALPosition
 	var mdev, mino, page1, wdev, wino, at int64
-	if err := r.Scan(&p.Store, &mdev, &mino, &p.MainSize, &p.MainCounter, &page1, &wdev, &wino,
+	if err := r.Scan(&p.Store, &mdev, &mino, &p.MainSize, &p.MainCounter, &page1, &p.MainBirth, &wdev, &wino,
 		&p.Salt1, &p.Salt2, &p.Frame, &p.Backfilled, &at); err != nil {
 		return WALPosition{}, err
 	}

@@ -14,7 +14,7 @@ func TestWALPositionsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	j, path := openTestJournal(t)
 	at := time.Unix(1700000000, 123456789).UTC()
-	p := WALPosition{Store: "/h/state.db", Main: fileid.ID{Dev: 2049, Ino: 1 << 63}, MainSize: 4096 * 9, MainCounter: 41, MainPage1: 1<<64 - 3,
+	p := WALPosition{Store: "/h/state.db", Main: fileid.ID{Dev: 2049, Ino: 1 << 63}, MainSize: 4096 * 9, MainCounter: 41, MainPage1: 1<<64 - 3, MainBirth: 1700000000_987654321,
 		WAL: fileid.ID{Dev: 2049, Ino: 77}, Salt1: 0xdeadbeef, Salt2: 7, Frame: 120, Backfilled: 60, At: at}
 	if err := j.RecordWALPositions(ctx, p); err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestWALPositionsRoundTrip(t *testing.T) {
 	if len(ps) != 2 || ps[p.Store] != p || ps[q.Store] != q {
 		t.Fatalf("positions %+v, want %+v and %+v", ps, p, q)
 	}
-	if !p.SameAs(WALPosition{Store: p.Store, Main: p.Main, MainSize: p.MainSize, MainCounter: 41, MainPage1: p.MainPage1, WAL: p.WAL,
+	if !p.SameAs(WALPosition{Store: p.Store, Main: p.Main, MainSize: p.MainSize, MainCounter: 41, MainPage1: p.MainPage1, MainBirth: p.MainBirth, WAL: p.WAL,
 		Salt1: p.Salt1, Salt2: 7, Frame: 130, Backfilled: 60}) {
 		t.Error("SameAs compares the read time")
 	}

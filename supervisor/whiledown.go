@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stateguard/stateguard/fileid"
+	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
 )
@@ -28,7 +29,10 @@ import (
 // journaled position. A main renamed aside or replaced is found by the
 // holder scan (its writers hold an inode no longer at the path) and
 // classified by the same check; it gets the journaled cut too
-// (openIncident). Where nothing can decide, status says so.
+// (openIncident). A fresh agent's scan knows a main renamed aside only
+// by the journaled inode and birth (rememberAsideMain): its name is no
+// role of the store, and a writer whose POSIX locks were cancelled holds
+// no lock that names it. Where nothing can decide, status says so.
 
 // downLook is a worker's state of that look.
 type downLook struct {
@@ -167,7 +171,8 @@ func (w *worker) position(sf storeFiles) (journal.WALPosition, error) {
 		return journal.WALPosition{}, fmt.Errorf("read %s: %w", sf.wal.Name(), err)
 	}
 	return journal.WALPosition{Store: w.st.Path, Main: sf.mainSt.ID, MainSize: sf.mainSt.Size, MainCounter: sf.mainHdr.FileChangeCounter, MainPage1: sf.mainPage1,
-		WAL: sf.walSt.ID, Salt1: h.Salt1, Salt2: h.Salt2, Frame: bl.Committed, Backfilled: bl.Backfilled, At: time.Now()}, nil
+		MainBirth: holders.FileBirth(sf.main),
+		WAL:       sf.walSt.ID, Salt1: h.Salt1, Salt2: h.Salt2, Frame: bl.Committed, Backfilled: bl.Backfilled, At: time.Now()}, nil
 }
 
 // positionEvery is how often a check journals a store's position that

@@ -33,24 +33,30 @@ func TestFaultsWhileDown(t *testing.T) {
 		name, need, script string
 		kind               journal.Kind
 		evidence           string
+		cancelLocks        bool
 	}{
-		{"cp", "cp", "cp backup.db state.db", journal.KindRewritten, "the main"},
+		{"cp", "cp", "cp backup.db state.db", journal.KindRewritten, "the main", false},
 		// --ignore-times: rsync skips a file of the same size and mtime
 		// second, which a backup taken a moment after the store was
 		// created can be.
-		{"rsync --inplace", "rsync", "rsync --inplace --ignore-times backup.db state.db", journal.KindRewritten, "the main"},
-		{"mv aside, then cp", "cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired, "no longer at the path"},
+		{"rsync --inplace", "rsync", "rsync --inplace --ignore-times backup.db state.db", journal.KindRewritten, "the main", false},
+		{"mv aside, then cp", "cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired, "no longer at the path", false},
+		// A writer whose POSIX locks on the main were cancelled (another
+		// fd on the file closed: the last-closer hazard) holds no lock
+		// that names the main it has under its new name; only the inode
+		// journaled at the stop does.
+		{"mv aside, then cp, locks cancelled", "cp", "mv state.db state.db.old && cp backup.db state.db", journal.KindMispaired, "no longer at the path", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := exec.LookPath(tc.need); err != nil {
 				t.Skipf("no %s: %v", tc.need, err)
 			}
-			faultWhileDown(t, tc.script, tc.kind, tc.evidence)
+			faultWhileDown(t, tc.script, tc.kind, tc.evidence, tc.cancelLocks)
 		})
 	}
 }
 
-func faultWhileDown(t *testing.T, script string, kind journal.Kind, evidence string) {
+func faultWhileDown(t *testing.T, script string, kind journal.Kind, evidence string, cancelLocks bool) {
 	home, db := testHome(t)
 	stateDir := filepath.Join(t.TempDir(), "state")
 	withState := func(o *Options) { o.StateDir, o.Guard = stateDir, true }
@@ -61,7 +67,11 @@ func faultWhileDown(t *testing.T, script string, kind journal.Kind, evidence str
 	// checkpoints after a rewrite while no agent runs corrupts the copy
 	// before any agent can look; a 1000-page autocheckpoint came about
 	// once a second here.)
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1})
+	wo := hermestest.WriterOptions{DB: db, Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1}
+	if cancelLocks {
+		wo.CancelLocksEvery = 3
+	}
+	w := hermestest.StartWriter(t, wo)
 	waitHolder(t, a, db, w.Pid)
 	w.WaitAcks(t, 20)
 	backup := filepath.Join(home, "backup.db")

@@ -78,9 +78,11 @@ func (w *worker) lookWhileDown() {
 	defer sf.close(w.st.Path)
 	rec, hasRec := w.a.downPosition(w.st.Path)
 	if hasRec && rec.Main != sf.mainSt.ID {
-		// Another main at the path: replaced (its writers hold the old
-		// one, the holder scan finds them), not rewritten in place.
+		// Another main at the path: replaced or renamed aside (its
+		// writers hold the old one, the holder scan finds them), not
+		// rewritten in place.
 		w.down.done = true
+		w.rememberAsideMain(rec)
 		return
 	}
 	known, _ := w.a.cache.Known(w.target)
@@ -111,6 +113,38 @@ func (w *worker) lookWhileDown() {
 		return
 	}
 	w.rewrittenWhileDown(evidence, fit, rec, hasRec, sameWAL)
+}
+
+// rememberAsideMain makes the holder scans look for the main journaled
+// before the stop, now that another is at the path: after `mv state.db
+// state.db.old && cp BACKUP state.db` its writers hold it under a name
+// that is no role of the store, next to the -wal at the path, and a
+// fresh agent's cache never saw it. A scan finds a holder by a lock on
+// such a main too, but not one whose POSIX locks were cancelled (a
+// second fd on the file closed), while the journaled inode, told from
+// a reused number by its birth, names it whatever the locks say. The
+// targeted scan puts its holders in the cache before this check reads
+// it, so the check classifies them (mispaired, replaced); the memory is
+// then the scans' own: kept while a holder holds the inode.
+func (w *worker) rememberAsideMain(rec journal.WALPosition) {
+	if rec.MainBirth == 0 {
+		return // no birth journaled: a number alone could be another file's
+	}
+	f := holders.KnownFile{Store: w.st.Path, Role: holders.RoleMain, ID: rec.Main, Birth: rec.MainBirth}
+	w.a.cache.Remember(f)
+	defer w.a.cache.ForgetFiles(f)
+	sr, err := w.a.cache.Targeted(w.target)
+	if err != nil {
+		w.log.Warn("the main journaled before the stop was not looked for", "main", rec.Main, "err", err)
+		return
+	}
+	for _, p := range sr.Holders {
+		for _, h := range p.Files {
+			if h.ID == rec.Main && !h.Current {
+				w.log.Info("the main journaled before the stop is held off the path", "pid", p.Pid, "main", rec.Main, "path", h.HostPath)
+			}
+		}
+	}
 }
 
 // lookFailed counts a look that could not read the store; the next
