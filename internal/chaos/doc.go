@@ -23,10 +23,8 @@
 // run still covers every kind. -faults selects kinds and presets (mixable:
 // -faults classic,cp-inplace): classic, the seven kinds of the first
 // rounds; tools, the kinds from real tools; down, three of those made
-// while agentd is stopped; handled, classic and tools, the default
-// (DefaultPreset) and what CI runs; all, every kind (the down kinds are
-// not passed yet: a mv aside + cp made while agentd is stopped can leave
-// the store damaged for the next opener).
+// while agentd is stopped; all, every kind, the default (DefaultPreset)
+// and what CI runs.
 //
 // classic:
 //
