@@ -1,12 +1,14 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/stateguard/stateguard/fileid"
 	"github.com/stateguard/stateguard/holders"
 	"github.com/stateguard/stateguard/journal"
 	"github.com/stateguard/stateguard/store"
@@ -59,13 +61,6 @@ func (w *worker) lookWhileDown() {
 	if w.down.done {
 		return
 	}
-	if len(w.liveIDs()) > 0 {
-		// A previous agent's incident, resumed: its own steps handle the
-		// files it left (an old -wal waiting for its quarantine would not
-		// fit the main either).
-		w.down.done = true
-		return
-	}
 	sf, ok, err := w.openStoreFiles()
 	if err != nil {
 		w.lookFailed(fmt.Errorf("the store's files could not be read: %w", err))
@@ -76,6 +71,18 @@ func (w *worker) lookWhileDown() {
 		return
 	}
 	defer sf.close(w.st.Path)
+	if id, err := w.resumedOwnsWAL(sf.walSt.ID); err != nil {
+		w.lookFailed(err)
+		return
+	} else if id != "" {
+		// A previous agent's incident, resumed, still deals with the
+		// -wal at the path (a mispaired or rewritten store's old -wal
+		// waiting for its quarantine, which fits no main by design): its
+		// own steps handle it.
+		w.down.done = true
+		w.log.Debug("not looked at for changes made while agentd was down: a resumed incident owns the -wal", "incident", id)
+		return
+	}
 	rec, hasRec := w.a.downPosition(w.st.Path)
 	if hasRec && rec.Main != sf.mainSt.ID {
 		// Another main at the path: replaced or renamed aside (its
@@ -88,7 +95,7 @@ func (w *worker) lookWhileDown() {
 	known, _ := w.a.cache.Known(w.target)
 	gen := w.readGeneration()
 	for i := range known.Holders {
-		if holdsStale(&known.Holders[i], gen) {
+		if p := &known.Holders[i]; holdsStale(p, gen) && !w.owns(p.Ref()) {
 			w.down.done = true // the check classifies those orphans
 			return
 		}
@@ -145,6 +152,35 @@ func (w *worker) rememberAsideMain(rec journal.WALPosition) {
 			}
 		}
 	}
+}
+
+// resumedOwnsWAL names the unfinished incident of the store, if any,
+// whose orphaned generation has the -wal now at the path, or that will
+// quarantine it. Any other incident resumed at start (one that was
+// replaying its rows, a sidecar_lost whose -wal is gone) leaves the files
+// at the path to the look: a restore copied over them while agentd was
+// down is as likely then as at any other stop.
+func (w *worker) resumedOwnsWAL(wal fileid.ID) (string, error) {
+	if len(w.liveIDs()) == 0 {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	incs, err := w.a.journal.ListIncidents(ctx, journal.ListOptions{OpenOnly: true, Store: w.st.Path})
+	if err != nil {
+		return "", fmt.Errorf("the store's unfinished incidents could not be read: %w", err)
+	}
+	for _, inc := range incs {
+		if g := inc.Detail.OldGeneration; g != nil && g.WAL.ID == wal {
+			return inc.ID, nil
+		}
+		for _, id := range inc.Detail.Quarantine {
+			if id == wal {
+				return inc.ID, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // lookFailed counts a look that could not read the store; the next
