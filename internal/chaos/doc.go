@@ -23,8 +23,10 @@
 // run still covers every kind. -faults selects kinds and presets (mixable:
 // -faults classic,cp-inplace): classic, the seven kinds of the first
 // rounds; tools, the kinds from real tools; down, three of those made
-// while agentd is stopped; all, every kind, the default (DefaultPreset)
-// and what CI runs.
+// while agentd is stopped; handled, classic and tools, the default
+// (DefaultPreset) and what CI runs; all, every kind (the down kinds are
+// not passed yet: a writer that joins the old -wal with the copied main
+// before the starting agent's quarantine leaves the store malformed).
 //
 // classic:
 //

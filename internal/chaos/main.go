@@ -26,7 +26,7 @@ func main() {
 	flag.StringVar(&cfg.AgentLogLevel, "agent-log-level", "info", "agentd's log level (debug: every incident step's duration in the logs)")
 	quiet := flag.Bool("q", false, "print only the table, not the fault log")
 	faults := flag.String("faults", DefaultPreset, "comma-separated fault kinds and presets to pick from: classic ("+
-		strings.Join(ClassicFaults, ",")+"), tools ("+strings.Join(ToolFaults, ",")+"), down ("+strings.Join(DownFaults, ",")+"), all (the default)")
+		strings.Join(ClassicFaults, ",")+"), tools ("+strings.Join(ToolFaults, ",")+"), down ("+strings.Join(DownFaults, ",")+"), handled (classic and tools: the default), all")
 	flag.IntVar(&cfg.Containers, "containers", 1, "container writers on the default profile when container-writer is selected")
 	flag.BoolVar(&cfg.Goals, "goals", false, "fail the run when issue 18's goals are missed (freeze p99, time to resolution, rolled-back rows replayed back); without it they are printed")
 	acceptance := flag.Bool("acceptance", true, "failed incidents and files left in profile directories fail the run (issue 18's acceptance); false prints them only")
