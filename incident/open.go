@@ -187,12 +187,8 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 		if !neverSignalled(&p) {
 			policy = string(o.Policy)
 		}
-		hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: neverSignalled(&p), Foreign: p.Foreign}
-		_, hr.Frozen = o.Frozen[p.Pid]
-		for _, f := range p.Files {
-			hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID, Birth: f.Birth})
-		}
-		recs = append(recs, hr)
+		_, frozen := o.Frozen[p.Pid]
+		recs = append(recs, holderRecord(&p, frozen))
 	}
 	state := open
 	if len(o.Frozen) > 0 {
@@ -208,6 +204,15 @@ func (e *Engine) incidentRecord(li *live, o Opening) journal.Incident {
 	// must divert with the same one, or the divert refuses.
 	li.toRecord(&inc.Detail)
 	return inc
+}
+
+// holderRecord is p as the journal keeps a holder.
+func holderRecord(p *holders.Process, frozen bool) journal.HolderRecord {
+	hr := journal.HolderRecord{PID: p.Pid, StartTicks: p.StartTicks, Exe: p.Exe, ReadOnly: neverSignalled(p), Foreign: p.Foreign, Frozen: frozen}
+	for _, f := range p.Files {
+		hr.Files = append(hr.Files, journal.HolderFile{Role: string(f.Role), FD: f.FD, Mmap: f.Mapped, ID: f.ID, Birth: f.Birth})
+	}
+	return hr
 }
 
 func rewriterRecord(p *holders.Process) *journal.HolderRecord {

@@ -110,7 +110,7 @@ func (e *Engine) quarantine(li *live) bool {
 			}
 		}
 	}
-	if refs := e.joiners(li); len(refs) > 0 {
+	if refs := e.adoptJoiners(li, e.joiners(li)); len(refs) > 0 {
 		joined := pidsOf(refs)
 		if e.d.Now().Before(li.openedAt.Add(joinerMaxWait)) {
 			if li.wait.why != WaitJoiners {
@@ -189,24 +189,82 @@ func (e *Engine) afterRewrite(li *live) bool {
 // joiners lists processes outside the incident that hold the current
 // -wal or -shm: they opened the new main with the old sidecars. A
 // rewritten store's bystanders held them before the rewrite.
-func (e *Engine) joiners(li *live) []holders.ProcRef {
+func (e *Engine) joiners(li *live) []holders.Process {
 	sr, err := e.d.Scan.Targeted(e.target)
 	if err != nil {
 		return nil
 	}
-	var out []holders.ProcRef
+	var out []holders.Process
 	for _, p := range sr.Holders {
 		if li.holds(p.Ref()) || slices.Contains(li.bystanders, p.Ref()) || (li.rewriter != nil && *li.rewriter == p.Ref()) {
 			continue
 		}
 		for _, f := range p.Files {
 			if f.Role != holders.RoleMain && f.Current {
-				out = append(out, p.Ref())
+				out = append(out, p)
 				break
 			}
 		}
 	}
 	return out
+}
+
+// JoinerFreezer stops a new opener the incident takes as a holder;
+// Spares says which the agent must leave running (told to by its
+// configuration, or the restore's own process). Procs may implement it;
+// without it joiners are only waited for.
+type JoinerFreezer interface {
+	Spares(holders.Process) bool
+	FreezeJoiner(holders.ProcRef) error
+}
+
+// adoptJoiners makes every joiner that may write the old generation a
+// holder of the incident, frozen, and returns the others (readers, and
+// processes it may not stop), which the quarantine waits for. A writer
+// that joined the old -wal with the new main reads the old frames over
+// the new content: each commit it makes lands in that -wal, and a
+// checkpoint of it writes pages of the old generation into the new main.
+// Waiting for it to go left the files in place and the store malformed
+// (a gateway restarted between a copy made while agentd was down and the
+// starting agent's quarantine). Its commits are in the old -wal, which
+// the incident captures; the release applies the incident's policy.
+// The holder is journaled before the stop: an agent that dies between
+// them resumes an incident that releases it, never a stopped process
+// nobody knows.
+func (e *Engine) adoptJoiners(li *live, ps []holders.Process) []holders.ProcRef {
+	f, ok := e.d.Procs.(JoinerFreezer)
+	var rest []holders.ProcRef
+	for _, p := range ps {
+		if !ok || neverSignalled(&p) || f.Spares(p) {
+			rest = append(rest, p.Ref())
+			continue
+		}
+		h := holder{ref: p.Ref(), exe: p.Exe, files: p.Files, frozen: true}
+		rec := holderRecord(&p, true)
+		if !e.record(li, journal.Step{Name: journal.StepJoinerFrozen, Detail: map[string]any{"pid": p.Pid}},
+			func(inc *journal.Incident) {
+				inc.Detail.Holders = append(inc.Detail.Holders, rec)
+				if inc.Policy == "none" { // no holder it could signal until now
+					inc.Policy = string(li.policy)
+				}
+			}) {
+			rest = append(rest, p.Ref())
+			continue
+		}
+		e.mu.Lock()
+		li.holders = append(li.holders, h) // owned before the stop: no thaw of another path's can undo it
+		e.mu.Unlock()
+		if err := f.FreezeJoiner(p.Ref()); err != nil {
+			e.log.Warn("a new opener of the old generation's sidecars was not frozen", "incident", li.id, "pid", p.Pid, "err", err)
+			e.mu.Lock()
+			li.holders[len(li.holders)-1].frozen = false
+			e.mu.Unlock()
+			continue // a holder all the same: the release waits for it or signals it
+		}
+		e.emit(slog.LevelWarn, "new opener of the old generation's sidecars frozen", EventHolderFrozen, li,
+			"pid", p.Pid, "exe", p.Exe, "joined", true)
+	}
+	return rest
 }
 
 func pidsOf(refs []holders.ProcRef) []int {

@@ -122,6 +122,7 @@ const (
 	StepCaptureFailed    = "capture.failed"
 	StepCapturePruned    = "capture.pruned" // a resolved incident's capture removed to make room for another's
 	StepQuarantined      = "sidecars.quarantined"
+	StepJoinerFrozen     = "joiner.frozen" // mispaired, rewritten: a new opener of the old sidecars taken as a holder
 	StepDiverted         = "diverted"
 	StepReplayQueued     = "replay.queued"
 	StepReplayDone       = "replay.done"

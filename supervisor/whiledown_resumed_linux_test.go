@@ -52,8 +52,9 @@ func TestRewriteWhileDownWithAResumedIncident(t *testing.T) {
 		t.Fatal("the replaced incident never reached its divert")
 	}
 
-	// The writer of the restored store, which the cp will rewrite under.
-	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1})
+	// The writer of the restored store, which the cp will rewrite under;
+	// a session of its own, as the first writer's rows come back too.
+	w := hermestest.StartWriter(t, hermestest.WriterOptions{DB: db, Session: "after", Rate: 100, CheckpointEvery: -1, AutoCheckpoint: -1})
 	w.WaitAcks(t, 20)
 	backup := filepath.Join(home, "backup.db")
 	walBackup(t, db, backup)

@@ -141,7 +141,7 @@ func (w *worker) engine() *incident.Engine {
 	a, s := w.a, w.st
 	e := incident.New(a.ctx, s, incident.Deps{
 		Journal: a.journal,
-		Procs:   incident.Host{Dir: s.DirID},
+		Procs:   engineProcs{Host: incident.Host{Dir: s.DirID}, w: w},
 		Salvage: incident.Recovery{Log: a.opts.Logger, Dir: s.DirID},
 		Scan:    &a.cache,
 		Memory:  &a.cache,
