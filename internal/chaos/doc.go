@@ -24,9 +24,8 @@
 // -faults classic,cp-inplace): classic, the seven kinds of the first
 // rounds; tools, the kinds from real tools; down, three of those made
 // while agentd is stopped; handled, classic and tools, the default
-// (DefaultPreset) and what CI runs; all, every kind (the down kinds are
-// not passed yet: a writer that joins the old -wal with the copied main
-// before the starting agent's quarantine leaves the store malformed).
+// (DefaultPreset) and what CI runs; all, every kind (the down kinds join
+// the default once a long run passes them).
 //
 // classic:
 //
