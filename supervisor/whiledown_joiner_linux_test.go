@@ -5,8 +5,8 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
