@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,19 +45,7 @@ func TestJoinerOfARewriteFoundAtStartIsFrozen(t *testing.T) {
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("cp", "backup.db", "state.db")
-	cmd.Dir = home
-	out, err := cmd.CombinedOutput()
-	if kerr := syscall.Kill(w.Pid, syscall.SIGCONT); kerr != nil {
-		t.Fatal(kerr)
-	}
-	if err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	afterFault := len(w.Acks(t))
+	afterFault := faultUnderStoppedWriter(t, w, home, "cp backup.db state.db")
 
 	// The joiner opens the store once the incident has frozen and pinned
 	// the writer, before its release step quarantines the old -wal: a
@@ -108,23 +95,7 @@ func TestJoinerOfARewriteFoundAtStartIsFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := dbRows(t, db)
-	var lost, dup []string
-	check := func(acks []hermestest.Ack) {
-		for _, ack := range acks {
-			c := hermestest.MessageContent(ack.Session, ack.Seq)
-			switch rows[c] {
-			case 1:
-			case 0:
-				lost = append(lost, c)
-			default:
-				dup = append(dup, c)
-			}
-		}
-	}
-	check(w.Acks(t)[afterFault:])
-	if len(lost)+len(dup) > 0 {
-		t.Fatalf("incident %s: acknowledged after the cp, lost %v, duplicated %v", inc.ID, lost, dup)
-	}
+	checkExactlyOnce(t, w.Acks(t)[afterFault:], rows, time.Time{}, time.Time{}) // acknowledged after the cp
 }
 
 // holdsPath reports whether pid has path open (by name, as /proc shows it).

@@ -86,21 +86,7 @@ func faultWhileDown(t *testing.T, script string, kind journal.Kind, evidence str
 		t.Fatal(err)
 	}
 	w.AcksGrow(t, 5) // committed while down, before the fault
-	// The writer is stopped for the fault itself, so each ack is from
-	// before it or after it.
-	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = home
-	out, err := cmd.CombinedOutput()
-	if kerr := syscall.Kill(w.Pid, syscall.SIGCONT); kerr != nil {
-		t.Fatal(kerr)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v: %s", script, err, out)
-	}
-	afterFault := len(w.Acks(t))
+	afterFault := faultUnderStoppedWriter(t, w, home, script)
 	w.AcksGrow(t, 15) // committed after the fault: never lost
 
 	b := startAgent(t, home, withState)
@@ -282,4 +268,24 @@ func TestUndecidedWhileDownIsAStatusProblem(t *testing.T) {
 	if incs, err := bg.journal.ListIncidents(ctx, journal.ListOptions{Store: db}); err != nil || len(incs) > 0 {
 		t.Fatalf("incidents %+v (%v), want none", incs, err)
 	}
+}
+
+// faultUnderStoppedWriter runs script in home by sh with the writer
+// stopped, so each of its acks is from before the fault or after it,
+// and returns how many it had acknowledged by then.
+func faultUnderStoppedWriter(t *testing.T, w *hermestest.Writer, home, script string) int {
+	t.Helper()
+	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = home
+	out, err := cmd.CombinedOutput()
+	if kerr := syscall.Kill(w.Pid, syscall.SIGCONT); kerr != nil {
+		t.Fatal(kerr)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v: %s", script, err, out)
+	}
+	return len(w.Acks(t))
 }

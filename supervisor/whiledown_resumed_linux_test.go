@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,19 +64,7 @@ func TestRewriteWhileDownWithAResumedIncident(t *testing.T) {
 	}
 
 	w.AcksGrow(t, 5)
-	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("cp", "backup.db", "state.db")
-	cmd.Dir = home
-	out, err := cmd.CombinedOutput()
-	if kerr := syscall.Kill(w.Pid, syscall.SIGCONT); kerr != nil {
-		t.Fatal(kerr)
-	}
-	if err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	afterFault := len(w.Acks(t))
+	afterFault := faultUnderStoppedWriter(t, w, home, "cp backup.db state.db")
 	w.AcksGrow(t, 10)
 
 	opts.Hooks = incident.Hooks{}
@@ -111,17 +98,5 @@ func TestRewriteWhileDownWithAResumedIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := dbRows(t, db)
-	var lost, dup []int64
-	for _, ack := range w.Acks(t)[afterFault:] {
-		switch rows[hermestest.MessageContent(ack.Session, ack.Seq)] {
-		case 1:
-		case 0:
-			lost = append(lost, ack.Seq)
-		default:
-			dup = append(dup, ack.Seq)
-		}
-	}
-	if len(lost)+len(dup) > 0 {
-		t.Fatalf("incident %s: acknowledged after the cp, lost %v, duplicated %v", rewritten.ID, lost, dup)
-	}
+	checkExactlyOnce(t, w.Acks(t)[afterFault:], rows, time.Time{}, time.Time{}) // acknowledged after the cp
 }
