@@ -259,6 +259,14 @@ func (e *Engine) adoptJoiners(li *live, ps []holders.Process) []holders.ProcRef 
 			e.mu.Lock()
 			li.holders[len(li.holders)-1].frozen = false
 			e.mu.Unlock()
+			e.record(li, journal.Step{Name: journal.StepNote, Detail: map[string]any{"pid": p.Pid, "not_frozen": err.Error()}},
+				func(inc *journal.Incident) { // the record said frozen: it is not
+					for i := range inc.Detail.Holders {
+						if hr := &inc.Detail.Holders[i]; hr.PID == p.Pid && hr.StartTicks == p.StartTicks {
+							hr.Frozen = false
+						}
+					}
+				})
 			continue // a holder all the same: the release waits for it or signals it
 		}
 		e.emit(slog.LevelWarn, "new opener of the old generation's sidecars frozen", EventHolderFrozen, li,
